@@ -1,0 +1,123 @@
+//! The [`Backend`] trait: the message-workflow protocol as one async interface.
+//!
+//! Handles and workers talk only to a `Backend`. The embedded [`Engine`](crate::Engine)
+//! implements it in-process over a [`Store`](crate::store::Store); an HTTP client implements it
+//! over the wire. Both behave identically: the conformance suite (crate `turnwise-conformance`)
+//! runs the same cases against each.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::protocol::*;
+
+/// The message-workflow protocol.
+///
+/// Application-side calls manage instances, admit messages, deliver signals and read state;
+/// worker-side calls claim turns and report what each attempt did, every one carrying the lease
+/// triple (`workflow_id`, `turn`, `token`) from the claim. A write from a token that no longer
+/// holds its turn is refused with [`Error::LeaseLost`](crate::Error::LeaseLost) and changes
+/// nothing.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Create an instance. An identical repeat answers the existing instance; a different
+    /// definition under the same id is a conflict.
+    async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance>;
+    /// Admit a message to an instance's inbox, once per message id.
+    async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn>;
+    /// Read one instance.
+    async fn get_instance(&self, id: &str) -> Result<WorkflowInstance>;
+    /// List instances by id.
+    async fn list_instances(&self, query: ListInstancesQuery) -> Result<InstanceList>;
+    /// Read an instance's unfinished turns, oldest first.
+    async fn instance_inbox(&self, query: InboxQuery) -> Result<InboxResponse>;
+    /// Read the instances of one workflow type.
+    async fn type_inbox(&self, query: TypeInboxQuery) -> Result<TypeInboxResponse>;
+    /// Read an instance's finished turns, oldest kept first.
+    async fn history(&self, query: HistoryQuery) -> Result<HistoryResponse>;
+    /// Read one turn, pending or kept in history.
+    async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn>;
+    /// Apply an operator action.
+    async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance>;
+    /// Delete an instance with its inbox and history.
+    async fn delete_instance(&self, req: DeleteRequest) -> Result<DeleteResponse>;
+
+    /// Claim one ready inbox head of the listed workflows, waiting up to `wait_ms` for one.
+    async fn claim(&self, req: ClaimRequest) -> Result<ClaimResponse>;
+    /// Start (or resume) a step attempt.
+    async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn>;
+    /// Report progress and a resume cursor for the running step.
+    async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn>;
+    /// Save a step, or save a sleep and release the turn until it is due.
+    async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn>;
+    /// Consume the oldest matching signal, or suspend the turn until one arrives or time runs out.
+    async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn>;
+    /// Deliver a signal to one turn, once per event id.
+    async fn signal(&self, req: SignalRequest) -> Result<WorkflowTurn>;
+    /// Commit the turn's new state, reply and continuation.
+    async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn>;
+    /// End the attempt with an error.
+    async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn>;
+    /// Extend the lease.
+    async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn>;
+}
+
+#[async_trait]
+impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
+    async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance> {
+        (**self).create_instance(req).await
+    }
+    async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
+        (**self).send_message(req).await
+    }
+    async fn get_instance(&self, id: &str) -> Result<WorkflowInstance> {
+        (**self).get_instance(id).await
+    }
+    async fn list_instances(&self, query: ListInstancesQuery) -> Result<InstanceList> {
+        (**self).list_instances(query).await
+    }
+    async fn instance_inbox(&self, query: InboxQuery) -> Result<InboxResponse> {
+        (**self).instance_inbox(query).await
+    }
+    async fn type_inbox(&self, query: TypeInboxQuery) -> Result<TypeInboxResponse> {
+        (**self).type_inbox(query).await
+    }
+    async fn history(&self, query: HistoryQuery) -> Result<HistoryResponse> {
+        (**self).history(query).await
+    }
+    async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn> {
+        (**self).turn(query).await
+    }
+    async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
+        (**self).control(req).await
+    }
+    async fn delete_instance(&self, req: DeleteRequest) -> Result<DeleteResponse> {
+        (**self).delete_instance(req).await
+    }
+    async fn claim(&self, req: ClaimRequest) -> Result<ClaimResponse> {
+        (**self).claim(req).await
+    }
+    async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
+        (**self).operation(req).await
+    }
+    async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
+        (**self).progress(req).await
+    }
+    async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
+        (**self).checkpoint(req).await
+    }
+    async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
+        (**self).wait_signal(req).await
+    }
+    async fn signal(&self, req: SignalRequest) -> Result<WorkflowTurn> {
+        (**self).signal(req).await
+    }
+    async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
+        (**self).complete(req).await
+    }
+    async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
+        (**self).fail(req).await
+    }
+    async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
+        (**self).heartbeat(lease).await
+    }
+}

@@ -1,0 +1,293 @@
+//! The embedded engine: every rule of the message-workflow protocol, over any [`Store`].
+//!
+//! The engine keeps no authoritative state in memory. Each call reads the instance from the
+//! store, decides with the pure rules in this module, and commits one [`WriteSet`] guarded by the
+//! instance's revision; a conflicting commit is re-read and decided again. Time comes from a
+//! [`Clock`], so tests move it by hand.
+//!
+//! Wake-ups are in-process hints: every commit that may make a turn claimable bumps a
+//! generation counter that waiting claims watch, and a waiting claim also sleeps until the
+//! earliest due time in the schedule index. No claim polls at a fixed interval.
+
+mod claim;
+mod reads;
+mod rules;
+mod turns;
+mod writes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::watch;
+
+use crate::backend::Backend;
+use crate::clock::{Clock, SystemClock};
+use crate::error::Result;
+use crate::protocol::*;
+use crate::store::{MemoryStore, Store};
+
+/// Size and count limits, refused with a clear error before anything is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Steps (including sleeps and signal waits) per turn. Default 64.
+    pub steps_per_turn: usize,
+    /// Saved state, bytes of compact JSON. Default 64 KiB.
+    pub state_bytes: usize,
+    /// One step output. Default 64 KiB.
+    pub output_bytes: usize,
+    /// One reply. Default 64 KiB.
+    pub result_bytes: usize,
+    /// One message (also a continuation). Default 32 KiB.
+    pub message_bytes: usize,
+    /// One stored turn with its steps, signals and reply. Default 256 KiB.
+    pub turn_bytes: usize,
+    /// Unfinished turns per instance. Default 128.
+    pub pending_messages: usize,
+    /// Signals delivered to one turn. Default 64.
+    pub signals_per_turn: usize,
+    /// One signal value. Default 32 KiB.
+    pub signal_bytes: usize,
+    /// Progress details. Default 8 KiB.
+    pub details_bytes: usize,
+    /// A resume cursor. Default 32 KiB.
+    pub checkpoint_bytes: usize,
+    /// A message origin. Default 1 KiB.
+    pub origin_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            steps_per_turn: 64,
+            state_bytes: 64 * 1024,
+            output_bytes: 64 * 1024,
+            result_bytes: 64 * 1024,
+            message_bytes: 32 * 1024,
+            turn_bytes: 256 * 1024,
+            pending_messages: 128,
+            signals_per_turn: 64,
+            signal_bytes: 32 * 1024,
+            details_bytes: 8 * 1024,
+            checkpoint_bytes: 32 * 1024,
+            origin_bytes: 1024,
+        }
+    }
+}
+
+/// How much history each instance keeps: a finished turn is kept while it is among the newest
+/// `keep_turns` **or** finished within `keep_for`. Setting either to zero keeps everything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// Newest finished turns always kept. Default 256.
+    pub keep_turns: u64,
+    /// Turns finished this recently are always kept. Default 24 hours.
+    pub keep_for: Duration,
+}
+
+impl Default for RetentionPolicy {
+    fn default() -> Self {
+        Self {
+            keep_turns: 256,
+            keep_for: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// Engine settings. `EngineConfig::default()` is the protocol's documented behaviour.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineConfig {
+    /// Size and count limits.
+    pub limits: Limits,
+    /// History retention.
+    pub retention: RetentionPolicy,
+    /// Lease length when a create request names none. Default 60 s.
+    pub default_lease_ms: u64,
+    /// Attempts per turn when a create request names none. Default 3.
+    pub default_max_attempts: u32,
+    /// The longest a claim may wait. Default 10 s.
+    pub max_claim_wait: Duration,
+    /// First retry delay after a failed attempt; it doubles per attempt. Default 1 s.
+    pub backoff_base: Duration,
+    /// The longest retry delay. Default 60 s.
+    pub backoff_max: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            retention: RetentionPolicy::default(),
+            default_lease_ms: 60_000,
+            default_max_attempts: 3,
+            max_claim_wait: Duration::from_secs(10),
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+        }
+    }
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: EngineConfig,
+    /// Bumped after every commit that may make a turn claimable.
+    wake: watch::Sender<u64>,
+}
+
+/// The message-workflow engine, in-process. Cheap to clone; clones share the store.
+///
+/// An `Engine` addresses one namespace (the wire's `graph`/`stack` scope); see
+/// [`Engine::namespace`]. It implements [`Backend`], so handles and workers use it exactly as
+/// they use a remote server.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+    ns: Arc<str>,
+}
+
+/// The namespace an engine addresses unless told otherwise.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+impl Engine {
+    /// An engine over `store`, timed by `clock`.
+    pub fn new(store: impl Store, clock: impl Clock, config: EngineConfig) -> Self {
+        Self::from_parts(Arc::new(store), Arc::new(clock), config)
+    }
+
+    /// An engine over shared parts.
+    pub fn from_parts(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
+        let inner = Inner {
+            store,
+            clock,
+            config,
+            wake: watch::Sender::new(0),
+        };
+        Self {
+            inner: Arc::new(inner),
+            ns: Arc::from(DEFAULT_NAMESPACE),
+        }
+    }
+
+    /// An engine over a fresh [`MemoryStore`] with the system clock: for tests and examples.
+    pub fn in_memory() -> Self {
+        Self::new(MemoryStore::new(), SystemClock, EngineConfig::default())
+    }
+
+    /// The embedded default: an engine over the SQLite file at `path` (created if missing),
+    /// with the system clock and default settings.
+    #[cfg(feature = "sqlite")]
+    pub async fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        let store = crate::store::SqliteStore::open(path.as_ref()).await?;
+        Ok(Self::new(store, SystemClock, EngineConfig::default()))
+    }
+
+    /// The same engine addressing another namespace. Instances in different namespaces are
+    /// independent, even with equal ids.
+    pub fn namespace(&self, ns: impl AsRef<str>) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            ns: Arc::from(ns.as_ref()),
+        }
+    }
+
+    /// The namespace this engine addresses.
+    pub fn ns(&self) -> &str {
+        &self.ns
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// The engine's settings.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// The engine's store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    fn now(&self) -> Millis {
+        self.inner.clock.now_ms()
+    }
+
+    fn notify(&self) {
+        self.inner.wake.send_modify(|g| *g = g.wrapping_add(1));
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("ns", &self.ns)
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl Backend for Engine {
+    async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance> {
+        self.do_create(req).await
+    }
+    async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
+        self.do_message(req).await
+    }
+    async fn get_instance(&self, id: &str) -> Result<WorkflowInstance> {
+        self.do_get(id).await
+    }
+    async fn list_instances(&self, query: ListInstancesQuery) -> Result<InstanceList> {
+        self.do_list(query).await
+    }
+    async fn instance_inbox(&self, query: InboxQuery) -> Result<InboxResponse> {
+        self.do_inbox(query).await
+    }
+    async fn type_inbox(&self, query: TypeInboxQuery) -> Result<TypeInboxResponse> {
+        self.do_type_inbox(query).await
+    }
+    async fn history(&self, query: HistoryQuery) -> Result<HistoryResponse> {
+        self.do_history(query).await
+    }
+    async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn> {
+        self.do_turn(query).await
+    }
+    async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
+        self.do_control(req).await
+    }
+    async fn delete_instance(&self, req: DeleteRequest) -> Result<DeleteResponse> {
+        self.do_delete(req).await
+    }
+    async fn claim(&self, req: ClaimRequest) -> Result<ClaimResponse> {
+        self.do_claim(req).await
+    }
+    async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
+        self.do_operation(req).await
+    }
+    async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
+        self.do_progress(req).await
+    }
+    async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
+        self.do_checkpoint(req).await
+    }
+    async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
+        self.do_wait_signal(req).await
+    }
+    async fn signal(&self, req: SignalRequest) -> Result<WorkflowTurn> {
+        self.do_signal(req).await
+    }
+    async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
+        self.do_complete(req).await
+    }
+    async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
+        self.do_fail(req).await
+    }
+    async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
+        self.do_heartbeat(lease).await
+    }
+}

@@ -1,0 +1,871 @@
+//! The message-workflow protocol as Rust types.
+//!
+//! Every request and response of the protocol (see `docs/protocol.md`) is a plain struct here.
+//! They serialize to exactly the wire shapes of the Little Big Brain message-workflow API:
+//! required fields are always present (nullable ones as `null`), optional fields are left out
+//! when unset, and enum values are the wire's lowercase words. The embedded engine, the HTTP
+//! server and the HTTP client all use these same types, so the shapes cannot drift apart.
+//!
+//! Request types are lenient on input the way the wire asks: an absent optional key means
+//! `null`, and unknown keys are ignored. JSON values supplied by users (`state`, `message`,
+//! step `output`, signal `value`, …) are kept as [`serde_json::Value`] with arbitrary-precision
+//! numbers, so nothing is rounded on the way through.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
+        }
+
+        impl $name {
+            /// The value as it appears on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => $wire),+ }
+            }
+
+            /// Every wire value, for error messages that name the valid alternatives.
+            pub const ALL: &'static [&'static str] = &[$($wire),+];
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+wire_enum! {
+    /// Where a turn is in its life.
+    TurnStatus {
+        /// Admitted and waiting for its place at the inbox head or for a worker.
+        Queued = "queued",
+        /// Held by a worker under a lease.
+        Running = "running",
+        /// Parked without a lease: a sleep, a signal wait, a retry wait or a backoff.
+        Waiting = "waiting",
+        /// Finished; state and reply are saved.
+        Completed = "completed",
+        /// Failed for good (blocks the inbox until retry or skip), or skipped into history.
+        Failed = "failed",
+        /// Cancelled by an operator; state was left unchanged.
+        Cancelled = "cancelled",
+    }
+}
+
+wire_enum! {
+    /// The summary status of an instance.
+    InstanceStatus {
+        /// Nothing pending.
+        Idle = "idle",
+        /// The head turn is ready for a worker.
+        Queued = "queued",
+        /// The head turn is held by a worker.
+        Running = "running",
+        /// The head turn is parked (sleep, signal, retry wait or backoff).
+        Waiting = "waiting",
+        /// The head turn failed for good and blocks the inbox.
+        Failed = "failed",
+        /// An operator paused the instance: no new claims.
+        Paused = "paused",
+    }
+}
+
+wire_enum! {
+    /// The kind of a saved step.
+    CheckpointKind {
+        /// An ordinary step with an output.
+        Step = "step",
+        /// A durable sleep.
+        Sleep = "sleep",
+        /// A signal wait.
+        Signal = "signal",
+    }
+}
+
+wire_enum! {
+    /// Metadata on an operation (a running step): what kind of work it does.
+    OperationKind {
+        /// Ordinary work.
+        Step = "step",
+        /// A model call.
+        Model = "model",
+        /// A tool call.
+        Tool = "tool",
+    }
+}
+
+wire_enum! {
+    /// What happens when a turn runs out of attempts.
+    OnExhausted {
+        /// The failed turn blocks the inbox until an operator retries or skips it.
+        Block = "block",
+        /// The failed turn moves to history and the next message runs.
+        Skip = "skip",
+    }
+}
+
+wire_enum! {
+    /// Why a turn waits without counting an attempt.
+    WaitReason {
+        /// The worker asked to be retried at a time (`retry_at_ms`).
+        Retry = "retry",
+        /// The server deferred the turn for capacity.
+        Capacity = "capacity",
+    }
+}
+
+wire_enum! {
+    /// An operator action on an instance.
+    ControlAction {
+        /// Stop handing out claims; messages are still admitted.
+        Pause = "pause",
+        /// Hand out claims again; a turn in backoff becomes ready at once.
+        Resume = "resume",
+        /// Run a turn that failed for good again.
+        Retry = "retry",
+        /// Move a turn that failed for good to history and go on.
+        Skip = "skip",
+        /// Cancel one unfinished turn, leaving state unchanged.
+        CancelTurn = "cancel_turn",
+        /// Make a turn that waits without an attempt ready now.
+        Wake = "wake",
+    }
+}
+
+fn is_null(v: &Value) -> bool {
+    v.is_null()
+}
+
+/// Where a message came from. Only `kind` is required; the rest is free metadata.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageOrigin {
+    /// `app`, `console`, `manual`, `schedule`, … or `continuation` (server-made).
+    pub kind: String,
+    /// Every other origin field (`actor`, `turn`, `message_id`, `note`, …), kept as sent.
+    #[serde(flatten)]
+    pub fields: serde_json::Map<String, Value>,
+}
+
+impl MessageOrigin {
+    /// An origin of the given kind with no other fields.
+    pub fn new(kind: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            fields: serde_json::Map::new(),
+        }
+    }
+}
+
+/// `POST /v1/workflows/instances`: create an instance (idempotent for an identical repeat).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreateInstanceRequest {
+    /// The instance id: 1–128 of `A-Z a-z 0-9 _ - .`.
+    pub id: String,
+    /// The workflow definition's name.
+    pub workflow_type: String,
+    /// The definition's version, pinned for this instance.
+    pub version: String,
+    /// The initial state; absent means `null`.
+    #[serde(default, skip_serializing_if = "is_null")]
+    pub state: Value,
+    /// Lease length in ms (default 60 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// Attempts before a turn fails for good (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    /// What to do with a turn out of attempts (absent means block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exhausted: Option<OnExhausted>,
+}
+
+/// `POST /v1/workflows/instances/message`: admit a message to an instance's inbox.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MessageRequest {
+    /// The instance.
+    pub workflow_id: String,
+    /// The caller's message id, the idempotency key (`continue-` is reserved).
+    pub id: String,
+    /// The message; always sent, `null` allowed.
+    #[serde(default)]
+    pub message: Value,
+    /// Where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<MessageOrigin>,
+}
+
+/// `POST /v1/workflows/instances/control`: an operator action.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlRequest {
+    /// The instance.
+    pub workflow_id: String,
+    /// What to do.
+    pub action: ControlAction,
+    /// The turn, for `retry`, `skip` and `cancel_turn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u64>,
+}
+
+/// `POST /v1/workflows/instances/delete`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteRequest {
+    /// The instance to delete with its inbox and history.
+    pub workflow_id: String,
+}
+
+/// The answer to a delete.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteResponse {
+    /// `false` when there was no such instance (also for a repeat).
+    pub deleted: bool,
+}
+
+/// `GET /v1/workflows/instances?after=&limit=`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListInstancesQuery {
+    /// Exclusive instance-id cursor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// 1–100, default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// A page of instances.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstanceList {
+    /// The instances, by id.
+    pub instances: Vec<WorkflowInstance>,
+    /// The cursor for the next page, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
+}
+
+/// `GET /v1/workflows/instances/inbox?id=&after=&limit=&payloads=`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxQuery {
+    /// The instance.
+    pub id: String,
+    /// Exclusive turn-number cursor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// 1–100, default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Include each entry's message.
+    #[serde(default)]
+    pub payloads: bool,
+}
+
+/// One unfinished turn in an inbox listing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InboxMessage {
+    /// The turn number.
+    pub turn: u64,
+    /// The message id it was admitted under.
+    pub message_id: String,
+    /// `queued`, `waiting`, `running` or `failed`.
+    pub status: TurnStatus,
+    /// When it was admitted.
+    pub received_at_ms: Millis,
+    /// When it may next run.
+    pub ready_at_ms: Millis,
+    /// Attempts so far.
+    pub attempt: u32,
+    /// The serialized size of the message in bytes.
+    pub message_bytes: u64,
+    /// The message, with `payloads=true` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<Value>,
+    /// Where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<MessageOrigin>,
+    /// The last failed attempt's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Progress of the running turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// A wait that counts no attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<TurnWait>,
+}
+
+/// An instance's inbox.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InboxResponse {
+    /// The instance.
+    pub workflow_id: String,
+    /// Its workflow type.
+    pub workflow_type: String,
+    /// Its pinned version.
+    pub version: String,
+    /// Its status.
+    pub status: InstanceStatus,
+    /// Every unfinished turn, on this page or not.
+    pub pending_messages: u64,
+    /// Oldest first.
+    pub messages: Vec<InboxMessage>,
+    /// The cursor for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<u64>,
+    /// Admission time of the oldest pending message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_received_at_ms: Option<Millis>,
+    /// Admission time of the newest pending message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_received_at_ms: Option<Millis>,
+}
+
+/// `GET /v1/workflows/inbox?workflow_type=&version=&after=&limit=`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TypeInboxQuery {
+    /// The workflow type.
+    pub workflow_type: String,
+    /// Only this version; all versions when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Exclusive instance-id cursor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// 1–100, default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// One instance in a type inbox listing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TypeInboxEntry {
+    /// The instance.
+    pub workflow_id: String,
+    /// Its version.
+    pub version: String,
+    /// Its status.
+    pub status: InstanceStatus,
+    /// Its unfinished turns.
+    pub pending_messages: u64,
+    /// Its inbox head, without payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<InboxMessage>,
+    /// Admission time of its oldest pending message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oldest_received_at_ms: Option<Millis>,
+}
+
+/// The instances of one workflow type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TypeInboxResponse {
+    /// The workflow type.
+    pub workflow_type: String,
+    /// The version filter, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Instances of this type.
+    pub identities: u64,
+    /// Of those, instances with pending messages.
+    pub with_messages: u64,
+    /// This page.
+    pub instances: Vec<TypeInboxEntry>,
+    /// The cursor for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
+}
+
+/// `GET /v1/workflows/instances/history?id=&after=&limit=`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryQuery {
+    /// The instance.
+    pub id: String,
+    /// Exclusive turn-number cursor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// 1–50, default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// Finished turns, oldest kept first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistoryResponse {
+    /// Completed, cancelled and skipped turns.
+    pub turns: Vec<WorkflowTurn>,
+    /// The cursor for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<u64>,
+}
+
+/// `GET /v1/workflows/instances/turn?id=&turn=`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnQuery {
+    /// The instance.
+    pub id: String,
+    /// The turn number.
+    pub turn: u64,
+}
+
+/// A (workflow type, version) pair a worker can run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WorkflowRef {
+    /// The definition name.
+    pub workflow_type: String,
+    /// The definition version.
+    pub version: String,
+}
+
+impl WorkflowRef {
+    /// A pair from its parts.
+    pub fn new(workflow_type: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            workflow_type: workflow_type.into(),
+            version: version.into(),
+        }
+    }
+}
+
+/// `POST /v1/workflows/turns/claim`: ask for one ready inbox head, long-polling.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRequest {
+    /// The worker's id, recorded on the turn.
+    pub worker: String,
+    /// Every (type, version) the worker runs.
+    pub workflows: Vec<WorkflowRef>,
+    /// How long to hold an idle claim, in ms (capped at 10 000).
+    #[serde(default)]
+    pub wait_ms: u64,
+    /// Execution credentials are not supported; a claim asking for one is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_execution_credential: Option<bool>,
+}
+
+/// A claimed turn: everything a worker needs to run one attempt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnTask {
+    /// The definition name (the version is `turn.version`).
+    pub workflow_type: String,
+    /// The instance state before this turn.
+    pub state: Value,
+    /// The lease token every write of this attempt carries.
+    pub token: String,
+    /// The lease length; heartbeat every third of it.
+    pub lease_ms: u64,
+    /// Stable across attempts of this turn; step effect ids are `<effect_prefix>/<key>`.
+    pub effect_prefix: String,
+    /// The turn, with its saved steps.
+    pub turn: WorkflowTurn,
+}
+
+/// The answer to a claim: a task, or `null` when nothing was ready in time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClaimResponse {
+    /// The claimed turn, if any.
+    pub task: Option<TurnTask>,
+}
+
+/// The lease triple every worker turn route carries.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Lease {
+    /// The instance.
+    pub workflow_id: String,
+    /// The turn number.
+    pub turn: u64,
+    /// The lease token from the claim.
+    pub token: String,
+}
+
+/// `POST /v1/workflows/turns/operation`: start (or resume) a step attempt.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperationRequest {
+    /// The lease.
+    #[serde(flatten)]
+    pub lease: Lease,
+    /// The step's index in the turn.
+    pub position: u32,
+    /// The step key.
+    pub key: String,
+    /// What kind of work it is.
+    #[serde(default = "default_op_kind")]
+    pub kind: OperationKind,
+    /// Per-attempt deadline (100 ms – 24 h; default 300 000).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// No progress for this long ends the attempt (100 ms – `timeout_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout_ms: Option<u64>,
+}
+
+fn default_op_kind() -> OperationKind {
+    OperationKind::Step
+}
+
+fn default_timeout_ms() -> u64 {
+    300_000
+}
+
+/// `POST /v1/workflows/turns/progress`: report progress and a resume cursor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgressRequest {
+    /// The lease.
+    #[serde(flatten)]
+    pub lease: Lease,
+    /// The key of the active operation.
+    pub key: String,
+    /// 1, 2, 3… per operation.
+    pub sequence: u64,
+    /// The progress-convention object or free JSON (≤ 8 KiB).
+    #[serde(default)]
+    pub details: Value,
+    /// The resume cursor, `null` until there is one (≤ 32 KiB).
+    #[serde(default)]
+    pub checkpoint: Value,
+}
+
+/// `POST /v1/workflows/turns/checkpoint`: save a step or a sleep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointRequest {
+    /// The lease.
+    #[serde(flatten)]
+    pub lease: Lease,
+    /// The index the step takes (must equal the number of saved steps).
+    pub position: u32,
+    /// The step key.
+    pub key: String,
+    /// `step` or `sleep`.
+    pub kind: CheckpointKind,
+    /// The step output; absent means `null`, always absent for sleeps.
+    #[serde(default, skip_serializing_if = "is_null")]
+    pub output: Value,
+    /// The sleep length; sleeps only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+}
+
+/// `POST /v1/workflows/turns/wait-signal`: consume a buffered signal or suspend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitSignalRequest {
+    /// The lease.
+    #[serde(flatten)]
+    pub lease: Lease,
+    /// The index the wait takes.
+    pub position: u32,
+    /// The wait's step key.
+    pub key: String,
+    /// The signal name.
+    pub name: String,
+    /// How long to wait (1 ms – 365 days).
+    pub timeout_ms: u64,
+}
+
+/// `POST /v1/workflows/turns/signal`: deliver a signal to one turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SignalRequest {
+    /// The instance.
+    pub workflow_id: String,
+    /// The turn it targets.
+    pub turn: u64,
+    /// The event id; one id is delivered once.
+    pub id: String,
+    /// The signal name.
+    pub name: String,
+    /// The value (≤ 32 KiB), `null` allowed.
+    #[serde(default)]
+    pub value: Value,
+}
+
+/// A continuation: the next message, appended at the inbox tail.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Continuation {
+    /// The next message; always present, `null` allowed.
+    #[serde(default)]
+    pub message: Value,
+}
+
+/// `POST /v1/workflows/turns/complete`: commit state, reply and continuation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompleteRequest {
+    /// The lease.
+    #[serde(flatten)]
+    pub lease: Lease,
+    /// The new state; `null` is kept.
+    #[serde(default)]
+    pub state: Value,
+    /// The reply; absent means `null`.
+    #[serde(default, skip_serializing_if = "is_null")]
+    pub result: Value,
+    /// The next message, if the workflow continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation: Option<Continuation>,
+    /// Usage of activity calls, accepted and kept on the turn's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+    /// Run results reports are accepted and ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<Value>,
+}
+
+/// `POST /v1/workflows/turns/fail`: end an attempt with an error.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailRequest {
+    /// The lease.
+    #[serde(flatten)]
+    pub lease: Lease,
+    /// What went wrong (≤ 1000 characters are kept).
+    pub error: String,
+    /// Fail for good now.
+    #[serde(default)]
+    pub non_retryable: bool,
+    /// Wait until then without counting an attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at_ms: Option<Millis>,
+    /// Usage of activity calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+    /// Run results reports are accepted and ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<Value>,
+}
+
+/// A saved step of a turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepCheckpoint {
+    /// The step key.
+    pub key: String,
+    /// `step`, `sleep` or `signal`.
+    pub kind: CheckpointKind,
+    /// The output (`null` for sleeps and unresolved waits).
+    #[serde(default)]
+    pub output: Value,
+    /// When it was saved.
+    pub at_ms: Millis,
+    /// The sleep length or signal timeout; sleeps and signal waits only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+    /// The awaited signal name; signal waits only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_name: Option<String>,
+    /// When a sleep or signal wait is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_at_ms: Option<Millis>,
+}
+
+/// The running step attempt of a turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnOperation {
+    /// The step key.
+    pub key: String,
+    /// What kind of work it is.
+    pub kind: OperationKind,
+    /// The turn attempt it belongs to.
+    pub attempt: u32,
+    /// When it started.
+    pub started_at_ms: Millis,
+    /// Its per-attempt timeout.
+    pub timeout_ms: u64,
+    /// `started_at_ms + timeout_ms`; lease heartbeats do not move it.
+    pub deadline_ms: Millis,
+    /// The last progress write (or the start).
+    pub last_heartbeat_ms: Millis,
+    /// The last accepted progress sequence.
+    pub sequence: u64,
+    /// The last progress details.
+    #[serde(default)]
+    pub details: Value,
+    /// The resume cursor, carried over from an earlier attempt of the same step.
+    #[serde(default)]
+    pub checkpoint: Value,
+    /// No progress for this long ends the attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout_ms: Option<u64>,
+}
+
+/// A signal buffered on (or consumed by) a turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnSignal {
+    /// The event id.
+    pub id: String,
+    /// The signal name.
+    pub name: String,
+    /// The value.
+    #[serde(default)]
+    pub value: Value,
+    /// When it arrived.
+    pub at_ms: Millis,
+    /// The key of the wait that consumed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumed_by: Option<String>,
+}
+
+/// A wait that counts no attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnWait {
+    /// When the wait began.
+    pub since_ms: Millis,
+    /// When the turn is ready again.
+    pub until_ms: Millis,
+    /// Absent means `retry`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<WaitReason>,
+}
+
+/// One claimed run of a turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnRun {
+    /// `<started_at_ms, 13 digits>-<instance>-<turn>`.
+    pub id: String,
+    /// When the run was claimed.
+    pub started_at_ms: Millis,
+    /// Pending messages ahead of and including this one at claim time.
+    pub queue_before: u64,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at_ms: Option<Millis>,
+    /// Pending messages after it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_after: Option<u64>,
+    /// Usage of activity calls, as the worker reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+}
+
+/// The normalized progress view.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The phase.
+    pub phase: String,
+    /// Units done.
+    pub done: u64,
+    /// When the operation started (RFC 3339).
+    pub started_at: String,
+    /// The last progress write (RFC 3339).
+    pub heartbeat_at: String,
+    /// Units in all, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// The unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+}
+
+/// A turn: one message and what became of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowTurn {
+    /// The instance.
+    pub workflow_id: String,
+    /// The turn number (1, 2, …).
+    pub number: u64,
+    /// The message id.
+    pub message_id: String,
+    /// The message.
+    #[serde(default)]
+    pub message: Value,
+    /// The instance's pinned version.
+    pub version: String,
+    /// Where the turn is.
+    pub status: TurnStatus,
+    /// Attempts so far.
+    pub attempt: u32,
+    /// A per-turn write counter.
+    pub sequence: u64,
+    /// When it was admitted.
+    pub created_at_ms: Millis,
+    /// The last write.
+    pub updated_at_ms: Millis,
+    /// When it may next run.
+    pub ready_at_ms: Millis,
+    /// Saved steps, in order.
+    #[serde(default)]
+    pub steps: Vec<StepCheckpoint>,
+    /// The reply.
+    #[serde(default)]
+    pub result: Value,
+    /// The state after completion.
+    #[serde(default)]
+    pub state_after: Value,
+    /// The continuation's turn number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_to: Option<u64>,
+    /// The lease deadline while running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<Millis>,
+    /// The last failed attempt's error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<Millis>,
+    /// The running step attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<TurnOperation>,
+    /// Where the message came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<MessageOrigin>,
+    /// The progress view.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// The current or last run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<TurnRun>,
+    /// Signals delivered to this turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<Vec<TurnSignal>>,
+    /// A wait that counts no attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<TurnWait>,
+    /// The worker holding (or that last held) the turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+}
+
+/// An instance: identity, pinned version, saved state and inbox summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowInstance {
+    /// The instance id.
+    pub id: String,
+    /// The workflow type.
+    pub workflow_type: String,
+    /// The pinned version.
+    pub version: String,
+    /// The saved state.
+    #[serde(default)]
+    pub state: Value,
+    /// The summary status.
+    pub status: InstanceStatus,
+    /// Unfinished turns.
+    pub pending_messages: u64,
+    /// Turns that finished (completed, cancelled or skipped).
+    pub completed_turns: u64,
+    /// The newest turn number in history (0 when none).
+    pub history_through: u64,
+    /// A per-instance write counter.
+    pub sequence: u64,
+    /// When it was created.
+    pub created_at_ms: Millis,
+    /// The last write.
+    pub updated_at_ms: Millis,
+    /// The inbox head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_turn: Option<Box<WorkflowTurn>>,
+    /// The newest pruned turn number (0 when nothing was pruned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history_pruned_through: Option<u64>,
+    /// The instance's exhaustion policy (absent means block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exhausted: Option<OnExhausted>,
+    /// Progress of the running head turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// Lease length for this instance's turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+    /// Attempts per turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+}

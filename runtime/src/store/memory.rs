@@ -1,0 +1,259 @@
+//! An in-memory store for tests and examples. Nothing survives the process.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::*;
+
+#[derive(Default)]
+struct Entry {
+    instance: Option<InstanceRecord>,
+    turns: BTreeMap<u64, TurnRecord>,
+    by_message: HashMap<String, u64>,
+}
+
+/// A [`Store`] kept in memory. Commits are atomic and isolated; durability is the process's
+/// lifetime.
+#[derive(Default)]
+pub struct MemoryStore {
+    // (ns, id) -> entry; BTreeMap so listings come out sorted by id.
+    data: Mutex<BTreeMap<(String, String), Entry>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<(String, String), Entry>) -> T) -> T {
+        // A poisoned lock only means another thread panicked mid-read; commits validate
+        // everything before mutating, so the data is consistent.
+        let mut guard = self.data.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+fn key(ns: &str, id: &str) -> (String, String) {
+    (ns.to_owned(), id.to_owned())
+}
+
+fn matches(inst: &InstanceRecord, workflows: &[WorkflowRef]) -> bool {
+    workflows
+        .iter()
+        .any(|w| w.workflow_type == inst.workflow_type && w.version == inst.version)
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn load_instance(
+        &self,
+        ns: &str,
+        id: &str,
+    ) -> Result<Option<InstanceRecord>, StoreError> {
+        Ok(self.with(|d| d.get(&key(ns, id)).and_then(|e| e.instance.clone())))
+    }
+
+    async fn load_turn(
+        &self,
+        ns: &str,
+        id: &str,
+        number: u64,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        Ok(self.with(|d| {
+            d.get(&key(ns, id))
+                .and_then(|e| e.turns.get(&number).cloned())
+        }))
+    }
+
+    async fn find_message(
+        &self,
+        ns: &str,
+        id: &str,
+        message_id: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        Ok(self.with(|d| {
+            let e = d.get(&key(ns, id))?;
+            let n = e.by_message.get(message_id)?;
+            e.turns.get(n).cloned()
+        }))
+    }
+
+    async fn list_turns(
+        &self,
+        ns: &str,
+        id: &str,
+        range: TurnRange,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        Ok(self.with(|d| {
+            let Some(e) = d.get(&key(ns, id)) else {
+                return Vec::new();
+            };
+            let start = range.after.map_or(0, |a| a.saturating_add(1));
+            e.turns
+                .range(start..)
+                .map(|(_, t)| t)
+                .filter(|t| t.is_finished() == range.finished)
+                .take(range.limit)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn list_instances(
+        &self,
+        ns: &str,
+        filter: InstanceFilter,
+    ) -> Result<Vec<InstanceRecord>, StoreError> {
+        Ok(self.with(|d| {
+            d.iter()
+                .filter(|((n, id), _)| {
+                    n == ns && filter.after.as_deref().is_none_or(|a| id.as_str() > a)
+                })
+                .filter_map(|(_, e)| e.instance.as_ref())
+                .filter(|i| {
+                    filter
+                        .workflow_type
+                        .as_deref()
+                        .is_none_or(|t| t == i.workflow_type)
+                })
+                .filter(|i| filter.version.as_deref().is_none_or(|v| v == i.version))
+                .take(filter.limit)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn count_instances(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: Option<&str>,
+    ) -> Result<(u64, u64), StoreError> {
+        Ok(self.with(|d| {
+            let mut all = 0;
+            let mut with = 0;
+            for i in d
+                .iter()
+                .filter(|((n, _), _)| n == ns)
+                .filter_map(|(_, e)| e.instance.as_ref())
+            {
+                if i.workflow_type == workflow_type && version.is_none_or(|v| v == i.version) {
+                    all += 1;
+                    if !i.pending.is_empty() {
+                        with += 1;
+                    }
+                }
+            }
+            (all, with)
+        }))
+    }
+
+    async fn due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(self.with(|d| {
+            let mut due: Vec<(Millis, String)> = d
+                .iter()
+                .filter(|((n, _), _)| n == ns)
+                .filter_map(|(_, e)| e.instance.as_ref())
+                .filter(|i| matches(i, workflows))
+                .filter_map(|i| i.due_at_ms.filter(|t| *t <= now).map(|t| (t, i.id.clone())))
+                .collect();
+            due.sort();
+            due.into_iter().take(limit).map(|(_, id)| id).collect()
+        }))
+    }
+
+    async fn next_due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+    ) -> Result<Option<Millis>, StoreError> {
+        Ok(self.with(|d| {
+            d.iter()
+                .filter(|((n, _), _)| n == ns)
+                .filter_map(|(_, e)| e.instance.as_ref())
+                .filter(|i| matches(i, workflows))
+                .filter_map(|i| i.due_at_ms)
+                .min()
+        }))
+    }
+
+    async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
+        self.with(|d| {
+            let k = key(&write.ns, &write.id);
+            let current = d
+                .get(&k)
+                .and_then(|e| e.instance.as_ref())
+                .map(|i| i.revision);
+            check_revision(current, &write)?;
+            let Some(mut instance) = write.instance else {
+                d.remove(&k);
+                return Ok(());
+            };
+            let entry = d.entry(k).or_default();
+            // Validate every turn before mutating anything, so a refused commit writes nothing.
+            for t in &write.turns {
+                if let Some(old) = entry.turns.get(&t.number) {
+                    if old.is_finished() && old != t {
+                        return Err(StoreError(format!(
+                            "turn {} of `{}` is in history and cannot be rewritten",
+                            t.number, write.id
+                        ))
+                        .into());
+                    }
+                    if old.message_id != t.message_id {
+                        return Err(StoreError(format!(
+                            "turn {} changed its message id",
+                            t.number
+                        ))
+                        .into());
+                    }
+                }
+                if let Some(&n) = entry.by_message.get(&t.message_id) {
+                    if n != t.number {
+                        return Err(StoreError(format!(
+                            "message id `{}` is already turn {n} of `{}`",
+                            t.message_id, write.id
+                        ))
+                        .into());
+                    }
+                }
+            }
+            for t in write.turns {
+                entry.by_message.insert(t.message_id.clone(), t.number);
+                entry.turns.insert(t.number, t);
+            }
+            instance.history_pruned_through = entry
+                .instance
+                .as_ref()
+                .map_or(0, |i| i.history_pruned_through);
+            if let Some(r) = write.retention {
+                let finished: Vec<u64> = entry
+                    .turns
+                    .values()
+                    .filter(|t| t.is_finished())
+                    .map(|t| t.number)
+                    .collect();
+                let keep_from = finished.len().saturating_sub(r.keep_turns as usize);
+                for n in &finished[..keep_from] {
+                    let old =
+                        entry.turns[n].finished_at_ms.unwrap_or(Millis::MAX) < r.keep_since_ms;
+                    if let Some(t) = old.then(|| entry.turns.remove(n)).flatten() {
+                        entry.by_message.remove(&t.message_id);
+                        instance.history_pruned_through = instance.history_pruned_through.max(*n);
+                    }
+                }
+            }
+            entry.instance = Some(instance);
+            Ok(())
+        })
+    }
+}

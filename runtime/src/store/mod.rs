@@ -1,0 +1,308 @@
+//! Durable stores: the contract the engine relies on, and its implementations.
+//!
+//! Stores are dumb; the [`Engine`](crate::Engine) is smart. A store keeps three kinds of rows:
+//!
+//! - one [`InstanceRecord`] per instance, carrying a `revision` that rises on every write;
+//! - its [`TurnRecord`]s, both unfinished (the inbox) and finished (history), keyed by turn
+//!   number and unique by message id, which makes the message-id index;
+//! - a schedule index: each instance's `due_at_ms`, the next time the engine must look at it.
+//!
+//! Every change goes through [`Store::commit`] as a [`WriteSet`] for one instance, written only
+//! if the instance's revision is still the one the engine read (a conditional write). A commit is
+//! atomic (all of it or none), isolated from other commits, and, for
+//! [`Durability::Durable`], on stable storage before `commit` returns. Finished turns are never
+//! rewritten once they are in history, except to apply retention, which only deletes.
+//!
+//! The contract has its own test suite (`runtime/tests/store_contract.rs`) that every store runs.
+
+mod memory;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+pub use memory::MemoryStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::protocol::*;
+
+/// One instance: definition, saved state, options and inbox bookkeeping.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    /// The namespace (graph/environment scope) the instance lives in.
+    pub ns: String,
+    /// The instance id.
+    pub id: String,
+    /// The workflow type.
+    pub workflow_type: String,
+    /// The pinned version.
+    pub version: String,
+    /// The saved state.
+    pub state: Value,
+    /// Lease length for its turns.
+    pub lease_ms: u64,
+    /// Attempts per turn.
+    pub max_attempts: u32,
+    /// Exhaustion policy.
+    pub on_exhausted: OnExhausted,
+    /// Paused by an operator.
+    pub paused: bool,
+    /// Creation time.
+    pub created_at_ms: Millis,
+    /// Last write.
+    pub updated_at_ms: Millis,
+    /// Rises by one on every commit; the conditional-write version (wire `sequence`).
+    pub revision: u64,
+    /// The number the next admitted message gets.
+    pub next_turn: u64,
+    /// Unfinished turn numbers, oldest first; the first is the inbox head.
+    pub pending: Vec<u64>,
+    /// Finished turns, pruned or not.
+    pub completed_turns: u64,
+    /// The newest finished turn number.
+    pub history_through: u64,
+    /// The newest turn number retention deleted. Maintained by the store.
+    pub history_pruned_through: u64,
+    /// When the engine must next look at this instance (schedule index); `None` when nothing
+    /// can happen without an outside event.
+    pub due_at_ms: Option<Millis>,
+    /// An id of this incarnation of the instance, mixed into effect prefixes so that a
+    /// deleted and re-created instance does not reuse effect ids.
+    pub epoch: String,
+}
+
+/// One turn: a message and what became of it. Unfinished turns form the inbox; finished ones
+/// are immutable history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// The turn number.
+    pub number: u64,
+    /// The message id (unique per instance among kept turns).
+    pub message_id: String,
+    /// The message.
+    pub message: Value,
+    /// Where it came from.
+    pub origin: Option<MessageOrigin>,
+    /// Where the turn is.
+    pub status: TurnStatus,
+    /// Attempts counted so far.
+    pub attempt: u32,
+    /// Per-turn write counter.
+    pub sequence: u64,
+    /// Admission time.
+    pub created_at_ms: Millis,
+    /// Last write.
+    pub updated_at_ms: Millis,
+    /// When it may next run.
+    pub ready_at_ms: Millis,
+    /// Saved steps.
+    pub steps: Vec<StepCheckpoint>,
+    /// The reply.
+    pub result: Value,
+    /// The state after completion.
+    pub state_after: Value,
+    /// The continuation's turn number.
+    pub continued_to: Option<u64>,
+    /// The last failed attempt's error.
+    pub error: Option<String>,
+    /// When it finished; `Some` exactly for history.
+    pub finished_at_ms: Option<Millis>,
+    /// The running step attempt.
+    pub operation: Option<TurnOperation>,
+    /// The last operation of an ended attempt, whose cursor the next attempt of the same
+    /// step carries forward.
+    pub last_operation: Option<TurnOperation>,
+    /// Signals delivered to the turn, in arrival order.
+    pub signals: Vec<TurnSignal>,
+    /// A wait that counts no attempt.
+    pub wait: Option<TurnWait>,
+    /// The current or last run.
+    pub run: Option<TurnRun>,
+    /// The worker holding or last holding it.
+    pub worker: Option<String>,
+    /// The current lease token, while running.
+    pub token: Option<String>,
+    /// The lease deadline, while running.
+    pub deadline_ms: Option<Millis>,
+    /// Claims so far; tokens are made from it so they rise.
+    pub claims: u64,
+    /// Stable across attempts; effect ids are `<effect_prefix>/<key>`.
+    pub effect_prefix: String,
+    /// The next claim resumes the same attempt (after a sleep, a signal wait or a retry wait).
+    pub resume: bool,
+    /// Digest of the applied completion, to answer its exact repeat.
+    pub completion_digest: Option<String>,
+}
+
+impl TurnRecord {
+    /// Whether the turn is in history.
+    pub fn is_finished(&self) -> bool {
+        self.finished_at_ms.is_some()
+    }
+}
+
+/// How durable a commit must be before it is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// On stable storage (fsync) before `commit` returns.
+    Durable,
+    /// Survives a crash of the process; an operating-system crash may roll it back to the last
+    /// durable commit. Used for writes the protocol can lose safely (claims, operation starts,
+    /// progress, heartbeats); the next durable commit makes them durable too.
+    Relaxed,
+}
+
+/// History retention for one commit: delete finished turns that are neither among the newest
+/// `keep_turns` nor finished at or after `keep_since_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// How many of the newest finished turns are always kept (≥ 1).
+    pub keep_turns: u64,
+    /// Turns finished at or after this time are always kept.
+    pub keep_since_ms: Millis,
+}
+
+/// Everything one engine step writes, for one instance, applied atomically.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteSet {
+    /// The namespace.
+    pub ns: String,
+    /// The instance id.
+    pub id: String,
+    /// The revision the engine read; `None` means the instance must not exist yet.
+    pub expected_revision: Option<u64>,
+    /// The new instance record (its `revision` must be `expected + 1`, or 1 when created);
+    /// `None` deletes the instance with all its turns.
+    pub instance: Option<InstanceRecord>,
+    /// Turns to insert or replace.
+    pub turns: Vec<TurnRecord>,
+    /// Retention to apply after the write.
+    pub retention: Option<Retention>,
+    /// How durable the commit must be.
+    pub durability: Durability,
+}
+
+/// Which turns of an instance to list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TurnRange {
+    /// History (`true`) or the inbox (`false`).
+    pub finished: bool,
+    /// Exclusive turn-number cursor.
+    pub after: Option<u64>,
+    /// At most this many, ascending by number.
+    pub limit: usize,
+}
+
+/// Which instances to list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstanceFilter {
+    /// Only this workflow type.
+    pub workflow_type: Option<String>,
+    /// Only this version.
+    pub version: Option<String>,
+    /// Exclusive id cursor.
+    pub after: Option<String>,
+    /// At most this many, ascending by id.
+    pub limit: usize,
+}
+
+/// Why a commit was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitError {
+    /// The instance's revision is not the expected one: another commit came first. Nothing
+    /// was written; read again and retry.
+    #[error("the instance changed since it was read")]
+    Conflict,
+    /// The store failed; nothing was written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A failure of the store itself (I/O, corruption, a closed store).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(pub String);
+
+impl From<StoreError> for crate::Error {
+    fn from(e: StoreError) -> Self {
+        crate::Error::Store(e.0)
+    }
+}
+
+/// The store contract; see the [module docs](self).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Read one instance.
+    async fn load_instance(&self, ns: &str, id: &str)
+        -> Result<Option<InstanceRecord>, StoreError>;
+    /// Read one turn, unfinished or in history.
+    async fn load_turn(
+        &self,
+        ns: &str,
+        id: &str,
+        number: u64,
+    ) -> Result<Option<TurnRecord>, StoreError>;
+    /// Find a kept turn by its message id.
+    async fn find_message(
+        &self,
+        ns: &str,
+        id: &str,
+        message_id: &str,
+    ) -> Result<Option<TurnRecord>, StoreError>;
+    /// List turns of an instance, ascending by number.
+    async fn list_turns(
+        &self,
+        ns: &str,
+        id: &str,
+        range: TurnRange,
+    ) -> Result<Vec<TurnRecord>, StoreError>;
+    /// List instances, ascending by id.
+    async fn list_instances(
+        &self,
+        ns: &str,
+        filter: InstanceFilter,
+    ) -> Result<Vec<InstanceRecord>, StoreError>;
+    /// Count instances of a type (and version): `(all, with pending turns)`.
+    async fn count_instances(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: Option<&str>,
+    ) -> Result<(u64, u64), StoreError>;
+    /// Ids of instances of the listed workflows with `due_at_ms <= now`, earliest due first.
+    async fn due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError>;
+    /// The earliest `due_at_ms` among instances of the listed workflows.
+    async fn next_due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+    ) -> Result<Option<Millis>, StoreError>;
+    /// Apply a write set atomically if the instance's revision is the expected one.
+    async fn commit(&self, write: WriteSet) -> Result<(), CommitError>;
+}
+
+/// The contract checks every store makes the same way before writing.
+pub(crate) fn check_revision(current: Option<u64>, write: &WriteSet) -> Result<(), CommitError> {
+    if current != write.expected_revision {
+        return Err(CommitError::Conflict);
+    }
+    if let Some(inst) = &write.instance {
+        let want = write.expected_revision.map_or(1, |r| r + 1);
+        if inst.revision != want || inst.id != write.id || inst.ns != write.ns {
+            return Err(CommitError::Store(StoreError(format!(
+                "write set for `{}` carries revision {} (expected {want}) or another id",
+                write.id, inst.revision
+            ))));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! Input rules shared by every backend: identifiers, keys, sizes and the progress convention.
+//!
+//! Each check returns an [`Error`] naming the field and what is allowed, so a refusal is
+//! actionable and nothing is written.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The longest id, key or name: 128 characters.
+pub const MAX_ID_LEN: usize = 128;
+
+/// Whether `s` is 1–128 of `A-Z a-z 0-9 _ - .`: the rule for instance ids, message ids, signal
+/// ids, step keys, signal names, workflow types and versions.
+pub fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_ID_LEN
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Check one identifier field.
+pub fn identifier(param: &'static str, s: &str) -> Result<()> {
+    if is_identifier(s) {
+        return Ok(());
+    }
+    let why = if s.is_empty() {
+        "it is empty".to_owned()
+    } else if s.len() > MAX_ID_LEN {
+        format!("it is {} characters long", s.len())
+    } else {
+        let bad = s
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
+        format!("it contains {:?}", bad.unwrap_or('?'))
+    };
+    Err(Error::invalid(
+        param,
+        format!("{s:?} is not a valid identifier ({why}); use 1-128 of A-Z a-z 0-9 _ - ."),
+    ))
+}
+
+/// The compact UTF-8 JSON length of a value, as limits count it.
+pub fn json_len(v: &Value) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Counter(0);
+    // Writing a Value to an infallible writer cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+/// Check that a value fits its limit.
+pub fn size(what: &str, v: &Value, limit: usize) -> Result<()> {
+    let n = json_len(v);
+    if n > limit {
+        return Err(Error::TooLarge {
+            what: what.to_owned(),
+            size: n,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+/// Check a value against a numeric range, naming the field.
+pub fn range(param: &'static str, v: u64, min: u64, max: u64) -> Result<()> {
+    if v < min || v > max {
+        return Err(Error::invalid(
+            param,
+            format!("{v} is outside {min}..={max}"),
+        ));
+    }
+    Ok(())
+}
+
+const MAX_SAFE_INT: u64 = (1 << 53) - 1;
+
+/// Check progress `details` against the progress convention when it has a `phase` key:
+/// `phase` a trimmed string of 1–80 characters without control characters, `done` and `total`
+/// integers in 0..=2^53-1, `unit` a trimmed string of 1–32 letters, digits, spaces, `-` or `_`.
+/// Details without `phase` are free JSON.
+pub fn progress_details(details: &Value) -> Result<()> {
+    let Some(obj) = details.as_object() else {
+        return Ok(());
+    };
+    let Some(phase) = obj.get("phase") else {
+        return Ok(());
+    };
+    let bad = |field: &str, why: &str| {
+        Error::invalid(
+            "details",
+            format!("progress `{field}` {why} (see the progress convention)"),
+        )
+    };
+    let phase = phase
+        .as_str()
+        .ok_or_else(|| bad("phase", "must be a string"))?;
+    let p = phase.trim();
+    if p.is_empty() || p.chars().count() > 80 || p.chars().any(char::is_control) {
+        return Err(bad(
+            "phase",
+            "must be 1-80 characters without control characters",
+        ));
+    }
+    let count = |field: &str, required: bool| -> Result<()> {
+        match obj.get(field) {
+            None | Some(Value::Null) if !required => Ok(()),
+            Some(v) => match v.as_u64() {
+                Some(n) if n <= MAX_SAFE_INT => Ok(()),
+                _ => Err(bad(field, "must be an integer from 0 to 2^53-1")),
+            },
+            None => Err(bad(field, "is required")),
+        }
+    };
+    count("done", true)?;
+    count("total", false)?;
+    match obj.get("unit") {
+        None | Some(Value::Null) => {}
+        Some(v) => {
+            let u = v
+                .as_str()
+                .ok_or_else(|| bad("unit", "must be a string"))?
+                .trim();
+            let ok = !u.is_empty()
+                && u.chars().count() <= 32
+                && u.chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'));
+            if !ok {
+                return Err(bad(
+                    "unit",
+                    "must be 1-32 letters, digits, spaces, '-' or '_'",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn identifiers() {
+        assert!(is_identifier("counter-1.v2_x"));
+        assert!(!is_identifier(""));
+        assert!(!is_identifier("a/b"));
+        assert!(!is_identifier(&"a".repeat(129)));
+        assert!(is_identifier(&"a".repeat(128)));
+        let e = identifier("id", "a b").unwrap_err();
+        assert!(e.to_string().contains("' '"), "{e}");
+    }
+
+    #[test]
+    fn progress_convention() {
+        assert!(progress_details(
+            &json!({"phase": "reading", "done": 1, "total": 3, "unit": "pages"})
+        )
+        .is_ok());
+        assert!(progress_details(&json!({"page": 1})).is_ok());
+        assert!(progress_details(&json!({"phase": "", "done": 1})).is_err());
+        assert!(progress_details(&json!({"phase": "x"})).is_err());
+        assert!(progress_details(&json!({"phase": "x", "done": -1})).is_err());
+        assert!(progress_details(&json!({"phase": "x", "done": 1, "unit": "a/b"})).is_err());
+        assert!(progress_details(&json!({"phase": "x", "done": 9007199254740992u64})).is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(json_len(&json!({"a": 1})), 7);
+        assert!(size("message", &json!("x".repeat(10)), 12).is_ok());
+        assert!(matches!(
+            size("message", &json!("x".repeat(11)), 12),
+            Err(Error::TooLarge { .. })
+        ));
+    }
+}
