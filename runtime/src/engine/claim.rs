@@ -1,1 +1,164 @@
-//! (in progress)
+//! Claims: hand out one ready inbox head under a lease, waiting for one without polling.
+
+use std::time::Duration;
+
+use super::rules::{self, Settled};
+use super::writes::reserved_type;
+use super::*;
+use crate::store::Durability::{Durable, Relaxed};
+use crate::validate;
+
+/// How many due instances one scan looks at.
+const SCAN: usize = 32;
+
+fn check_claim(req: &ClaimRequest) -> Result<()> {
+    let w = req.worker.trim();
+    if w.is_empty() || req.worker.chars().count() > 128 || req.worker.chars().any(char::is_control)
+    {
+        return Err(Error::invalid(
+            "worker",
+            "the worker id must be 1-128 characters without control characters",
+        ));
+    }
+    if req.workflows.is_empty() {
+        return Err(Error::invalid(
+            "workflows",
+            "list at least one {workflow_type, version} the worker runs",
+        ));
+    }
+    for wf in &req.workflows {
+        validate::identifier("workflows.workflow_type", &wf.workflow_type)?;
+        validate::identifier("workflows.version", &wf.version)?;
+        reserved_type(&wf.workflow_type)?;
+    }
+    if req.include_execution_credential == Some(true) {
+        return Err(Error::invalid(
+            "include_execution_credential",
+            "execution credentials are not offered by this server; claim without them",
+        ));
+    }
+    Ok(())
+}
+
+impl Engine {
+    pub(super) async fn do_claim(&self, req: ClaimRequest) -> Result<ClaimResponse> {
+        check_claim(&req)?;
+        let wait = Duration::from_millis(req.wait_ms).min(self.inner.config.max_claim_wait);
+        let give_up = tokio::time::Instant::now() + wait;
+        let store = &self.inner.store;
+        loop {
+            // Subscribe before scanning, so a commit between the scan and the wait still wakes us.
+            let mut wake = self.inner.wake.subscribe();
+            let now = self.now();
+            for id in store.due(&self.ns, &req.workflows, now, SCAN).await? {
+                if let Some(task) = self.try_claim(&id, &req).await? {
+                    return Ok(ClaimResponse { task: Some(task) });
+                }
+            }
+            if tokio::time::Instant::now() >= give_up {
+                return Ok(ClaimResponse { task: None });
+            }
+            let next_due = store.next_due(&self.ns, &req.workflows).await?;
+            let timer = async {
+                match next_due {
+                    Some(at) if at > now => self.inner.clock.sleep_until(at).await,
+                    // Something is due but was not claimable (held by a racing claim): look again
+                    // after the commits in flight, without spinning.
+                    Some(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = wake.changed() => {}
+                () = timer => {}
+                () = tokio::time::sleep_until(give_up) => {}
+            }
+        }
+    }
+
+    /// Settle one due instance and claim its head if it is ready.
+    async fn try_claim(&self, id: &str, req: &ClaimRequest) -> Result<Option<TurnTask>> {
+        let mut tries = Tries::new();
+        loop {
+            tries.next(id)?;
+            let Some(mut inst) = self.inner.store.load_instance(&self.ns, id).await? else {
+                return Ok(None);
+            };
+            let read_rev = inst.revision;
+            let now = self.now();
+            let Some(mut head) = self.load_head(&inst).await? else {
+                // A stale schedule entry: clear it.
+                if inst.due_at_ms.is_some() {
+                    inst.due_at_ms = None;
+                    self.commit(Some(read_rev), &mut inst, Vec::new(), Relaxed)
+                        .await?;
+                }
+                return Ok(None);
+            };
+            let settled = rules::settle(&mut inst, &mut head, now, &self.inner.config);
+            if settled == Settled::Finished {
+                // The head ran out of attempts and was skipped: record it, then look again.
+                inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
+                self.commit(Some(read_rev), &mut inst, vec![head], Durable)
+                    .await?;
+                continue;
+            }
+            let listed = req
+                .workflows
+                .iter()
+                .any(|w| w.workflow_type == inst.workflow_type && w.version == inst.version);
+            let ready =
+                !inst.paused && head.status == TurnStatus::Queued && head.ready_at_ms <= now;
+            if !(ready && listed) {
+                let due = rules::due_at(&inst, Some(&head), now);
+                if settled == Settled::Changed || due != inst.due_at_ms {
+                    inst.due_at_ms = due;
+                    // Exhausting a turn is a decision worth keeping; the rest can be re-derived.
+                    let durability = if head.status == TurnStatus::Failed {
+                        Durable
+                    } else {
+                        Relaxed
+                    };
+                    self.commit(Some(read_rev), &mut inst, vec![head], durability)
+                        .await?;
+                }
+                return Ok(None);
+            }
+            if !head.resume || head.attempt == 0 {
+                head.attempt += 1;
+            }
+            head.resume = false;
+            head.claims += 1;
+            let token = rules::new_token(head.claims);
+            head.token = Some(token.clone());
+            head.status = TurnStatus::Running;
+            head.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
+            head.worker = Some(req.worker.clone());
+            head.wait = None;
+            head.run = Some(TurnRun {
+                id: format!("{now:013}-{}-{}", inst.id, head.number),
+                started_at_ms: now,
+                queue_before: inst.pending.len() as u64,
+                ended_at_ms: None,
+                queue_after: None,
+                usage: None,
+            });
+            rules::touch(&mut head, now);
+            inst.due_at_ms = rules::due_at(&inst, Some(&head), now);
+            let task = TurnTask {
+                workflow_type: inst.workflow_type.clone(),
+                state: inst.state.clone(),
+                token,
+                lease_ms: inst.lease_ms,
+                effect_prefix: head.effect_prefix.clone(),
+                turn: rules::turn_view(&inst, &head),
+            };
+            if self
+                .commit(Some(read_rev), &mut inst, vec![head], Relaxed)
+                .await?
+            {
+                return Ok(Some(task));
+            }
+        }
+    }
+}

@@ -23,9 +23,11 @@ use tokio::sync::watch;
 
 use crate::backend::Backend;
 use crate::clock::{Clock, SystemClock};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::protocol::*;
-use crate::store::{MemoryStore, Store};
+use crate::store::{
+    CommitError, Durability, InstanceRecord, MemoryStore, Retention, Store, TurnRecord, WriteSet,
+};
 
 /// Size and count limits, refused with a clear error before anything is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,6 +221,99 @@ impl Engine {
 
     fn notify(&self) {
         self.inner.wake.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// Read an instance or answer `NotFound`.
+    async fn load(&self, id: &str) -> Result<InstanceRecord> {
+        self.inner
+            .store
+            .load_instance(&self.ns, id)
+            .await?
+            .ok_or_else(|| Error::not_found(format_args!("instance `{id}`")))
+    }
+
+    /// Read a turn of an instance or answer `NotFound`.
+    async fn load_turn(&self, inst: &InstanceRecord, number: u64) -> Result<TurnRecord> {
+        self.inner
+            .store
+            .load_turn(&self.ns, &inst.id, number)
+            .await?
+            .ok_or_else(|| {
+                let why = if number <= inst.history_pruned_through {
+                    " (pruned from history)"
+                } else {
+                    ""
+                };
+                Error::not_found(format_args!("turn {number} of `{}`{why}", inst.id))
+            })
+    }
+
+    /// Read the head turn of an instance, if it has one.
+    async fn load_head(&self, inst: &InstanceRecord) -> Result<Option<TurnRecord>> {
+        match inst.pending.first() {
+            Some(&n) => Ok(self.inner.store.load_turn(&self.ns, &inst.id, n).await?),
+            None => Ok(None),
+        }
+    }
+
+    /// Commit a new version of `inst` (read at revision `read_rev`, `None` for a create) with
+    /// the given turns. Returns `false` on a revision conflict: read again and decide again.
+    async fn commit(
+        &self,
+        read_rev: Option<u64>,
+        inst: &mut InstanceRecord,
+        turns: Vec<TurnRecord>,
+        durability: Durability,
+    ) -> Result<bool> {
+        let now = self.now();
+        inst.revision = read_rev.map_or(1, |r| r + 1);
+        inst.updated_at_ms = now;
+        let finished = turns.iter().any(TurnRecord::is_finished);
+        let policy = self.inner.config.retention;
+        let retention =
+            (finished && policy.keep_turns > 0 && !policy.keep_for.is_zero()).then(|| Retention {
+                keep_turns: policy.keep_turns,
+                keep_since_ms: now.saturating_sub(policy.keep_for.as_millis() as Millis),
+            });
+        let write = WriteSet {
+            ns: self.ns.to_string(),
+            id: inst.id.clone(),
+            expected_revision: read_rev,
+            instance: Some(inst.clone()),
+            turns,
+            retention,
+            durability,
+        };
+        match self.inner.store.commit(write).await {
+            Ok(()) => {
+                self.notify();
+                Ok(true)
+            }
+            Err(CommitError::Conflict) => Ok(false),
+            Err(CommitError::Store(e)) => Err(e.into()),
+        }
+    }
+}
+
+/// Bounds the read-decide-commit loop under contention.
+struct Tries(u32);
+
+impl Tries {
+    const MAX: u32 = 64;
+
+    fn new() -> Self {
+        Tries(0)
+    }
+
+    fn next(&mut self, id: &str) -> Result<()> {
+        self.0 += 1;
+        if self.0 > Self::MAX {
+            return Err(Error::Store(format!(
+                "instance `{id}` changed under {} consecutive writes; retry the request",
+                Self::MAX
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -1,1 +1,444 @@
-//! (in progress)
+//! The protocol's rules as pure functions over records: no I/O, no clock, no store.
+//!
+//! Every decision that depends on time takes `now` explicitly, so the same function serves a
+//! write (whose result is committed) and a read (which shows the settled view without writing).
+
+use std::hash::{BuildHasher, RandomState};
+use std::time::{Duration, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::EngineConfig;
+use crate::protocol::*;
+use crate::store::{InstanceRecord, TurnRecord};
+
+/// What [`settle`] did to a turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// Nothing was due.
+    Unchanged,
+    /// A time-based transition happened; the turn is still unfinished.
+    Changed,
+    /// The turn ran out of attempts with `on_exhausted = skip` and moved to history.
+    Finished,
+}
+
+/// Apply every transition that is due at `now` to an instance's head turn: an expired
+/// operation or lease ends the attempt, a due sleep or retry wait makes the turn ready, a
+/// signal wait whose deadline passed resolves as not received.
+pub(super) fn settle(
+    inst: &mut InstanceRecord,
+    head: &mut TurnRecord,
+    now: Millis,
+    cfg: &EngineConfig,
+) -> Settled {
+    match head.status {
+        TurnStatus::Running => {
+            if let Some(why) = operation_expiry(head, now) {
+                return fail_attempt(inst, head, now, why, cfg);
+            }
+            if head.deadline_ms.is_some_and(|d| d <= now) {
+                let why = format!(
+                    "the lease expired: no heartbeat within {} ms; the attempt was abandoned",
+                    inst.lease_ms
+                );
+                // The lease already made the turn wait, so it is ready again at once.
+                return end_attempt(inst, head, now, why, 0, cfg);
+            }
+            Settled::Unchanged
+        }
+        TurnStatus::Waiting if head.ready_at_ms <= now => {
+            if let Some(step) = head.steps.last_mut() {
+                if step.kind == CheckpointKind::Signal && step.output.is_null() {
+                    step.output = json!({"received": false, "value": null});
+                }
+            }
+            head.status = TurnStatus::Queued;
+            touch(head, now);
+            Settled::Changed
+        }
+        _ => Settled::Unchanged,
+    }
+}
+
+fn operation_expiry(head: &TurnRecord, now: Millis) -> Option<String> {
+    let op = head.operation.as_ref()?;
+    if op.deadline_ms <= now {
+        return Some(format!(
+            "step `{}` ran past its timeout of {} ms",
+            op.key, op.timeout_ms
+        ));
+    }
+    let hb = op.heartbeat_timeout_ms?;
+    (op.last_heartbeat_ms.saturating_add(hb as Millis) <= now).then(|| {
+        format!(
+            "step `{}` sent no progress within its heartbeat timeout of {hb} ms",
+            op.key
+        )
+    })
+}
+
+/// End the current attempt as an ordinary failure: count it, then back off or exhaust.
+pub(super) fn fail_attempt(
+    inst: &mut InstanceRecord,
+    head: &mut TurnRecord,
+    now: Millis,
+    error: String,
+    cfg: &EngineConfig,
+) -> Settled {
+    let delay = backoff(head.attempt, cfg);
+    end_attempt(inst, head, now, error, delay, cfg)
+}
+
+fn end_attempt(
+    inst: &mut InstanceRecord,
+    head: &mut TurnRecord,
+    now: Millis,
+    error: String,
+    delay_ms: Millis,
+    cfg: &EngineConfig,
+) -> Settled {
+    release(head, now);
+    head.error = Some(error);
+    head.resume = false;
+    if head.attempt >= inst.max_attempts {
+        return exhaust(inst, head, now);
+    }
+    let _ = cfg;
+    head.status = TurnStatus::Queued;
+    head.ready_at_ms = now.saturating_add(delay_ms);
+    Settled::Changed
+}
+
+/// A turn out of attempts: blocks the inbox, or moves to history with `on_exhausted = skip`.
+pub(super) fn exhaust(inst: &mut InstanceRecord, head: &mut TurnRecord, now: Millis) -> Settled {
+    release(head, now);
+    match inst.on_exhausted {
+        OnExhausted::Skip => {
+            finish(inst, head, TurnStatus::Failed, now);
+            Settled::Finished
+        }
+        OnExhausted::Block => {
+            head.status = TurnStatus::Failed;
+            Settled::Changed
+        }
+    }
+}
+
+/// End the lease: the token no longer holds the turn. A running operation is kept as
+/// `last_operation` so the next attempt of the same step resumes from its cursor.
+pub(super) fn release(turn: &mut TurnRecord, now: Millis) {
+    turn.deadline_ms = None;
+    if let Some(op) = turn.operation.take() {
+        turn.last_operation = Some(op);
+    }
+    if let Some(run) = &mut turn.run {
+        run.ended_at_ms.get_or_insert(now);
+    }
+    touch(turn, now);
+}
+
+/// Move a turn to history with a final status.
+pub(super) fn finish(
+    inst: &mut InstanceRecord,
+    turn: &mut TurnRecord,
+    status: TurnStatus,
+    now: Millis,
+) {
+    release(turn, now);
+    turn.status = status;
+    turn.finished_at_ms = Some(now);
+    turn.wait = None;
+    inst.pending.retain(|n| *n != turn.number);
+    inst.completed_turns += 1;
+    inst.history_through = inst.history_through.max(turn.number);
+    if let Some(run) = &mut turn.run {
+        run.queue_after = Some(inst.pending.len() as u64);
+    }
+}
+
+/// Record a write on a turn.
+pub(super) fn touch(turn: &mut TurnRecord, now: Millis) {
+    turn.sequence += 1;
+    turn.updated_at_ms = now;
+}
+
+/// The retry delay after failed attempt number `attempt` (1-based): base, doubling, capped.
+pub(super) fn backoff(attempt: u32, cfg: &EngineConfig) -> Millis {
+    let base = cfg.backoff_base.as_millis() as u64;
+    let max = cfg.backoff_max.as_millis() as u64;
+    let shift = attempt.saturating_sub(1).min(32);
+    base.saturating_mul(1u64 << shift).min(max) as Millis
+}
+
+/// Whether `token` holds `turn` at `now`; the error names why not.
+pub(super) fn check_lease(
+    workflow_id: &str,
+    turn: &TurnRecord,
+    token: &str,
+    now: Millis,
+) -> Result<(), crate::Error> {
+    let lost = |reason: &str| crate::Error::LeaseLost {
+        workflow_id: workflow_id.to_owned(),
+        turn: turn.number,
+        reason: reason.to_owned(),
+    };
+    if turn.token.as_deref() != Some(token) {
+        return Err(lost(
+            "another claim holds the turn, or the token is unknown",
+        ));
+    }
+    match turn.status {
+        TurnStatus::Running => {}
+        TurnStatus::Completed => return Err(lost("the turn is completed")),
+        TurnStatus::Cancelled => return Err(lost("the turn was cancelled")),
+        TurnStatus::Failed => return Err(lost("the turn failed")),
+        TurnStatus::Queued | TurnStatus::Waiting => {
+            return Err(lost("the attempt ended (released, suspended or timed out)"))
+        }
+    }
+    if turn.deadline_ms.is_none_or(|d| d <= now) {
+        return Err(lost("the lease expired"));
+    }
+    if let Some(why) = operation_expiry(turn, now) {
+        return Err(lost(&why));
+    }
+    Ok(())
+}
+
+/// When the engine must next look at an instance, given its head turn (`None` when the head
+/// was not loaded: look now).
+pub(super) fn due_at(
+    inst: &InstanceRecord,
+    head: Option<&TurnRecord>,
+    now: Millis,
+) -> Option<Millis> {
+    if inst.paused || inst.pending.is_empty() {
+        return None;
+    }
+    let Some(head) = head else { return Some(now) };
+    match head.status {
+        TurnStatus::Running => {
+            let mut due = head.deadline_ms.unwrap_or(now);
+            if let Some(op) = &head.operation {
+                due = due.min(op.deadline_ms);
+                if let Some(hb) = op.heartbeat_timeout_ms {
+                    due = due.min(op.last_heartbeat_ms.saturating_add(hb as Millis));
+                }
+            }
+            Some(due)
+        }
+        TurnStatus::Queued | TurnStatus::Waiting => Some(head.ready_at_ms),
+        TurnStatus::Failed | TurnStatus::Completed | TurnStatus::Cancelled => None,
+    }
+}
+
+/// The summary status of an instance with the given (settled) head.
+pub(super) fn instance_status(
+    inst: &InstanceRecord,
+    head: Option<&TurnRecord>,
+    now: Millis,
+) -> InstanceStatus {
+    if inst.paused {
+        return InstanceStatus::Paused;
+    }
+    match head {
+        None => InstanceStatus::Idle,
+        Some(h) => match h.status {
+            TurnStatus::Running => InstanceStatus::Running,
+            TurnStatus::Failed => InstanceStatus::Failed,
+            TurnStatus::Waiting => InstanceStatus::Waiting,
+            TurnStatus::Queued if h.ready_at_ms > now => InstanceStatus::Waiting,
+            _ => InstanceStatus::Queued,
+        },
+    }
+}
+
+/// The opaque per-turn prefix of effect ids: stable across attempts, new for every message,
+/// distinct across namespaces and instance incarnations, and free of `/`.
+pub(super) fn effect_prefix(inst: &InstanceRecord, number: u64, message_id: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        inst.ns.as_bytes(),
+        inst.epoch.as_bytes(),
+        inst.id.as_bytes(),
+    ] {
+        h.update(part);
+        h.update([0]);
+    }
+    h.update(number.to_be_bytes());
+    h.update(message_id.as_bytes());
+    let digest = h.finalize();
+    let mut s = String::with_capacity(33);
+    s.push('e');
+    for b in &digest[..16] {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// A fresh lease token for claim number `claims` of a turn: rising with every claim, and with a
+/// random part so a token is never reused, even if a relaxed claim was lost in a crash.
+pub(super) fn new_token(claims: u64) -> String {
+    let noise = RandomState::new().hash_one(claims) as u32;
+    format!("wt_{claims:08x}{noise:08x}")
+}
+
+/// A random id for an instance incarnation.
+pub(super) fn new_epoch(now: Millis) -> String {
+    let noise = RandomState::new().hash_one(now);
+    format!("{now:x}.{noise:016x}")
+}
+
+/// A digest of a completion, to recognise its exact repeat.
+pub(super) fn completion_digest(
+    state: &Value,
+    result: &Value,
+    continuation: Option<&Value>,
+) -> String {
+    let mut h = Sha256::new();
+    for v in [Some(state), Some(result), continuation] {
+        match v {
+            Some(v) => h.update(serde_json::to_vec(v).unwrap_or_default()),
+            None => h.update(b"\xff"),
+        }
+        h.update([0]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn rfc3339(ms: Millis) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// The normalized progress view of an operation whose details follow the convention.
+pub(super) fn progress_view(op: &TurnOperation) -> Option<Progress> {
+    let d = op.details.as_object()?;
+    let phase = d.get("phase")?.as_str()?.trim().to_owned();
+    Some(Progress {
+        phase,
+        done: d.get("done")?.as_u64()?,
+        started_at: rfc3339(op.started_at_ms),
+        heartbeat_at: rfc3339(op.last_heartbeat_ms),
+        total: d.get("total").and_then(Value::as_u64),
+        unit: d
+            .get("unit")
+            .and_then(Value::as_str)
+            .map(|u| u.trim().to_owned()),
+    })
+}
+
+/// The wire view of a turn.
+pub(super) fn turn_view(inst: &InstanceRecord, t: &TurnRecord) -> WorkflowTurn {
+    let progress = t
+        .operation
+        .as_ref()
+        .or(t.last_operation.as_ref())
+        .and_then(progress_view);
+    WorkflowTurn {
+        workflow_id: inst.id.clone(),
+        number: t.number,
+        message_id: t.message_id.clone(),
+        message: t.message.clone(),
+        version: inst.version.clone(),
+        status: t.status,
+        attempt: t.attempt,
+        sequence: t.sequence,
+        created_at_ms: t.created_at_ms,
+        updated_at_ms: t.updated_at_ms,
+        ready_at_ms: t.ready_at_ms,
+        steps: t.steps.clone(),
+        result: t.result.clone(),
+        state_after: t.state_after.clone(),
+        continued_to: t.continued_to,
+        deadline_ms: t.deadline_ms,
+        error: t.error.clone(),
+        finished_at_ms: t.finished_at_ms,
+        operation: t.operation.clone(),
+        origin: t.origin.clone(),
+        progress,
+        run: t.run.clone(),
+        signals: (!t.signals.is_empty()).then(|| t.signals.clone()),
+        wait: t.wait.clone(),
+        worker: t.worker.clone(),
+    }
+}
+
+/// The wire view of an instance with its (settled) head turn.
+pub(super) fn instance_view(
+    inst: &InstanceRecord,
+    head: Option<&TurnRecord>,
+    now: Millis,
+) -> WorkflowInstance {
+    let progress = head
+        .filter(|h| h.status == TurnStatus::Running)
+        .and_then(|h| h.operation.as_ref())
+        .and_then(progress_view);
+    WorkflowInstance {
+        id: inst.id.clone(),
+        workflow_type: inst.workflow_type.clone(),
+        version: inst.version.clone(),
+        state: inst.state.clone(),
+        status: instance_status(inst, head, now),
+        pending_messages: inst.pending.len() as u64,
+        completed_turns: inst.completed_turns,
+        history_through: inst.history_through,
+        sequence: inst.revision,
+        created_at_ms: inst.created_at_ms,
+        updated_at_ms: inst.updated_at_ms,
+        current_turn: head.map(|h| Box::new(turn_view(inst, h))),
+        history_pruned_through: Some(inst.history_pruned_through),
+        on_exhausted: Some(inst.on_exhausted),
+        progress,
+        lease_ms: Some(inst.lease_ms),
+        max_attempts: Some(inst.max_attempts),
+    }
+}
+
+/// An inbox entry for an unfinished turn.
+pub(super) fn inbox_entry(t: &TurnRecord, payloads: bool) -> InboxMessage {
+    InboxMessage {
+        turn: t.number,
+        message_id: t.message_id.clone(),
+        status: t.status,
+        received_at_ms: t.created_at_ms,
+        ready_at_ms: t.ready_at_ms,
+        attempt: t.attempt,
+        message_bytes: crate::validate::json_len(&t.message) as u64,
+        message: payloads.then(|| t.message.clone()),
+        origin: t.origin.clone(),
+        error: t.error.clone(),
+        progress: (t.status == TurnStatus::Running)
+            .then(|| t.operation.as_ref().and_then(progress_view))
+            .flatten(),
+        wait: t.wait.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_the_cap() {
+        let cfg = EngineConfig::default();
+        let got: Vec<Millis> = (1..=8).map(|a| backoff(a, &cfg)).collect();
+        assert_eq!(got, [1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000]);
+        assert_eq!(backoff(u32::MAX, &cfg), 60000);
+    }
+
+    #[test]
+    fn tokens_rise_and_differ() {
+        let a = new_token(1);
+        let b = new_token(2);
+        assert!(a < b, "{a} {b}");
+        assert_ne!(new_token(1), new_token(1));
+    }
+
+    #[test]
+    fn rfc3339_of_epoch_millis() {
+        assert_eq!(rfc3339(1_760_000_000_123), "2025-10-09T08:53:20.123Z");
+    }
+}

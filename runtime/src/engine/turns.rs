@@ -1,1 +1,442 @@
-//! (in progress)
+//! Worker turn routes: operation, progress, checkpoint, wait-signal, complete, fail, heartbeat.
+//!
+//! Each one reads the instance and the turn, answers an exact repeat of an already-applied
+//! request with success (a client that lost the answer retries), checks the lease, decides, and
+//! commits guarded by the instance revision.
+
+use serde_json::{json, Value};
+
+use super::rules;
+use super::writes::{new_turn, turn_size};
+use super::*;
+use crate::store::Durability::{Durable, Relaxed};
+use crate::validate;
+
+const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
+
+fn steps_limit(position: u32, limit: usize) -> Result<()> {
+    if position as usize >= limit {
+        return Err(Error::LimitReached {
+            limit: "steps",
+            message: format!(
+                "a turn holds at most {limit} steps and position {position} is past that; \
+                 continue the work in a new turn with a continuation"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The next step must go at the end, under a key not used before in this turn.
+fn next_position(workflow_id: &str, turn: &TurnRecord, position: u32, key: &str) -> Result<()> {
+    if position as usize != turn.steps.len() {
+        return Err(Error::conflict(format_args!(
+            "position {position} is not the next step of turn {} of `{workflow_id}`: it has {} saved steps",
+            turn.number,
+            turn.steps.len()
+        )));
+    }
+    if let Some(i) = turn.steps.iter().position(|s| s.key == key) {
+        return Err(Error::conflict(format_args!(
+            "step key `{key}` is already saved at position {i} of turn {}; step keys must be unique within a turn",
+            turn.number
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Read the instance and turn a lease names.
+    async fn leased(&self, lease: &Lease) -> Result<(InstanceRecord, TurnRecord)> {
+        validate::identifier("workflow_id", &lease.workflow_id)?;
+        let inst = self.load(&lease.workflow_id).await?;
+        let turn = self.load_turn(&inst, lease.turn).await?;
+        Ok((inst, turn))
+    }
+
+    /// Commit a write to a running (head) turn, refreshing the instance's due time.
+    async fn commit_turn(
+        &self,
+        inst: &mut InstanceRecord,
+        turn: TurnRecord,
+        durability: Durability,
+    ) -> Result<Option<WorkflowTurn>> {
+        let now = self.now();
+        if inst.pending.first() == Some(&turn.number) {
+            inst.due_at_ms = rules::due_at(inst, Some(&turn), now);
+        }
+        let view = rules::turn_view(inst, &turn);
+        let read_rev = inst.revision;
+        Ok(self
+            .commit(Some(read_rev), inst, vec![turn], durability)
+            .await?
+            .then_some(view))
+    }
+
+    pub(super) async fn do_operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
+        validate::identifier("key", &req.key)?;
+        validate::range("timeout_ms", req.timeout_ms, 100, 86_400_000)?;
+        if let Some(hb) = req.heartbeat_timeout_ms {
+            validate::range("heartbeat_timeout_ms", hb, 100, req.timeout_ms)?;
+        }
+        steps_limit(req.position, self.inner.config.limits.steps_per_turn)?;
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.lease.workflow_id)?;
+            let (mut inst, mut turn) = self.leased(&req.lease).await?;
+            let now = self.now();
+            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
+            let same = turn.operation.as_ref().is_some_and(|op| {
+                op.key == req.key
+                    && op.kind == req.kind
+                    && op.timeout_ms == req.timeout_ms
+                    && op.heartbeat_timeout_ms == req.heartbeat_timeout_ms
+            });
+            if same && req.position as usize == turn.steps.len() {
+                return Ok(rules::turn_view(&inst, &turn));
+            }
+            next_position(&inst.id, &turn, req.position, &req.key)?;
+            let carried = [turn.operation.as_ref(), turn.last_operation.as_ref()]
+                .into_iter()
+                .flatten()
+                .find(|op| op.key == req.key)
+                .map_or(Value::Null, |op| op.checkpoint.clone());
+            turn.operation = Some(TurnOperation {
+                key: req.key.clone(),
+                kind: req.kind,
+                attempt: turn.attempt,
+                started_at_ms: now,
+                timeout_ms: req.timeout_ms,
+                deadline_ms: now.saturating_add(req.timeout_ms as Millis),
+                last_heartbeat_ms: now,
+                sequence: 0,
+                details: Value::Null,
+                checkpoint: carried,
+                heartbeat_timeout_ms: req.heartbeat_timeout_ms,
+            });
+            rules::touch(&mut turn, now);
+            if let Some(view) = self.commit_turn(&mut inst, turn, Relaxed).await? {
+                return Ok(view);
+            }
+        }
+    }
+
+    pub(super) async fn do_progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("key", &req.key)?;
+        validate::range("sequence", req.sequence, 1, u64::MAX)?;
+        validate::size("details", &req.details, limits.details_bytes)?;
+        validate::size("checkpoint", &req.checkpoint, limits.checkpoint_bytes)?;
+        validate::progress_details(&req.details)?;
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.lease.workflow_id)?;
+            let (mut inst, mut turn) = self.leased(&req.lease).await?;
+            let now = self.now();
+            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
+            let number = turn.number;
+            let Some(op) = turn.operation.as_mut().filter(|op| op.key == req.key) else {
+                return Err(Error::conflict(format_args!(
+                    "no step `{}` is running in turn {number}; start it with an operation first",
+                    req.key
+                )));
+            };
+            if op.sequence == req.sequence
+                && op.details == req.details
+                && op.checkpoint == req.checkpoint
+            {
+                return Ok(rules::turn_view(&inst, &turn));
+            }
+            if req.sequence <= op.sequence {
+                return Err(Error::conflict(format_args!(
+                    "progress sequence {} of step `{}` is not after the last accepted one ({})",
+                    req.sequence, req.key, op.sequence
+                )));
+            }
+            op.sequence = req.sequence;
+            op.details = req.details.clone();
+            op.checkpoint = req.checkpoint.clone();
+            op.last_heartbeat_ms = now;
+            rules::touch(&mut turn, now);
+            if let Some(view) = self.commit_turn(&mut inst, turn, Relaxed).await? {
+                return Ok(view);
+            }
+        }
+    }
+
+    pub(super) async fn do_checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("key", &req.key)?;
+        match (req.kind, req.delay_ms) {
+            (CheckpointKind::Signal, _) => {
+                return Err(Error::invalid(
+                    "kind",
+                    "signal waits are saved through wait-signal; use `step` or `sleep`",
+                ))
+            }
+            (CheckpointKind::Step, Some(_)) => {
+                return Err(Error::invalid(
+                    "delay_ms",
+                    "only a `sleep` checkpoint carries delay_ms",
+                ))
+            }
+            (CheckpointKind::Sleep, None) => {
+                return Err(Error::invalid(
+                    "delay_ms",
+                    "a `sleep` checkpoint needs delay_ms",
+                ))
+            }
+            (CheckpointKind::Sleep, Some(d)) => {
+                validate::range("delay_ms", d, 0, YEAR_MS)?;
+                if !req.output.is_null() {
+                    return Err(Error::invalid(
+                        "output",
+                        "a `sleep` checkpoint has no output",
+                    ));
+                }
+            }
+            (CheckpointKind::Step, None) => {}
+        }
+        validate::size("output", &req.output, limits.output_bytes)?;
+        steps_limit(req.position, limits.steps_per_turn)?;
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.lease.workflow_id)?;
+            let (mut inst, mut turn) = self.leased(&req.lease).await?;
+            let now = self.now();
+            let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
+                && turn.steps.get(req.position as usize).is_some_and(|s| {
+                    s.key == req.key
+                        && s.kind == req.kind
+                        && s.output == req.output
+                        && s.delay_ms == req.delay_ms
+                });
+            if repeat {
+                return Ok(rules::turn_view(&inst, &turn));
+            }
+            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
+            next_position(&inst.id, &turn, req.position, &req.key)?;
+            let mut step = StepCheckpoint {
+                key: req.key.clone(),
+                kind: req.kind,
+                output: req.output.clone(),
+                at_ms: now,
+                delay_ms: None,
+                signal_name: None,
+                wake_at_ms: None,
+            };
+            if let Some(delay) = req.delay_ms {
+                let wake = now.saturating_add(delay as Millis);
+                step.delay_ms = Some(delay);
+                step.wake_at_ms = Some(wake);
+                rules::release(&mut turn, now);
+                turn.status = TurnStatus::Waiting;
+                turn.ready_at_ms = wake;
+                turn.resume = true;
+            }
+            turn.steps.push(step);
+            turn.operation = None;
+            turn.last_operation = None;
+            rules::touch(&mut turn, now);
+            turn_size(&turn, limits.turn_bytes)?;
+            if let Some(view) = self.commit_turn(&mut inst, turn, Durable).await? {
+                return Ok(view);
+            }
+        }
+    }
+
+    pub(super) async fn do_wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("key", &req.key)?;
+        validate::identifier("name", &req.name)?;
+        validate::range("timeout_ms", req.timeout_ms, 1, YEAR_MS)?;
+        steps_limit(req.position, limits.steps_per_turn)?;
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.lease.workflow_id)?;
+            let (mut inst, mut turn) = self.leased(&req.lease).await?;
+            let now = self.now();
+            let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
+                && turn.steps.get(req.position as usize).is_some_and(|s| {
+                    s.key == req.key
+                        && s.kind == CheckpointKind::Signal
+                        && s.signal_name.as_deref() == Some(req.name.as_str())
+                        && s.delay_ms == Some(req.timeout_ms)
+                });
+            if repeat {
+                return Ok(rules::turn_view(&inst, &turn));
+            }
+            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
+            next_position(&inst.id, &turn, req.position, &req.key)?;
+            let mut step = StepCheckpoint {
+                key: req.key.clone(),
+                kind: CheckpointKind::Signal,
+                output: Value::Null,
+                at_ms: now,
+                delay_ms: Some(req.timeout_ms),
+                signal_name: Some(req.name.clone()),
+                wake_at_ms: None,
+            };
+            // Signals are kept in arrival order, so the first unconsumed match is the oldest.
+            if let Some(sig) = turn
+                .signals
+                .iter_mut()
+                .find(|s| s.consumed_by.is_none() && s.name == req.name)
+            {
+                sig.consumed_by = Some(req.key.clone());
+                step.output = json!({"received": true, "value": sig.value});
+            } else {
+                let wake = now.saturating_add(req.timeout_ms as Millis);
+                step.wake_at_ms = Some(wake);
+                rules::release(&mut turn, now);
+                turn.status = TurnStatus::Waiting;
+                turn.ready_at_ms = wake;
+                turn.resume = true;
+            }
+            turn.steps.push(step);
+            rules::touch(&mut turn, now);
+            turn_size(&turn, limits.turn_bytes)?;
+            if let Some(view) = self.commit_turn(&mut inst, turn, Durable).await? {
+                return Ok(view);
+            }
+        }
+    }
+
+    pub(super) async fn do_complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::size("state", &req.state, limits.state_bytes)?;
+        validate::size("result", &req.result, limits.result_bytes)?;
+        if let Some(c) = &req.continuation {
+            validate::size("continuation.message", &c.message, limits.message_bytes)?;
+        }
+        let digest = rules::completion_digest(
+            &req.state,
+            &req.result,
+            req.continuation.as_ref().map(|c| &c.message),
+        );
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.lease.workflow_id)?;
+            let (mut inst, mut turn) = self.leased(&req.lease).await?;
+            let now = self.now();
+            if turn.token.as_deref() == Some(req.lease.token.as_str())
+                && turn.completion_digest.as_deref() == Some(digest.as_str())
+            {
+                return Ok(rules::turn_view(&inst, &turn));
+            }
+            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
+            let read_rev = inst.revision;
+            let mut turns = Vec::with_capacity(2);
+            if let Some(c) = &req.continuation {
+                let number = inst.next_turn;
+                let mut origin = MessageOrigin::new("continuation");
+                origin.fields.insert("turn".into(), json!(turn.number));
+                origin
+                    .fields
+                    .insert("message_id".into(), json!(turn.message_id));
+                let next = new_turn(
+                    &inst,
+                    number,
+                    format!("continue-{}", turn.number),
+                    c.message.clone(),
+                    Some(origin),
+                    now,
+                );
+                inst.next_turn += 1;
+                inst.pending.push(number);
+                turn.continued_to = Some(number);
+                turns.push(next);
+            }
+            if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
+                run.usage = Some(usage.clone());
+            }
+            turn.result = req.result.clone();
+            turn.state_after = req.state.clone();
+            turn.completion_digest = Some(digest.clone());
+            turn.resume = false;
+            rules::finish(&mut inst, &mut turn, TurnStatus::Completed, now);
+            turn_size(&turn, limits.turn_bytes)?;
+            inst.state = req.state.clone();
+            inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
+            let view = rules::turn_view(&inst, &turn);
+            turns.insert(0, turn);
+            if self
+                .commit(Some(read_rev), &mut inst, turns, Durable)
+                .await?
+            {
+                return Ok(view);
+            }
+        }
+    }
+
+    pub(super) async fn do_fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
+        if req.non_retryable && req.retry_at_ms.is_some() {
+            return Err(Error::invalid(
+                "retry_at_ms",
+                "cannot be combined with non_retryable: true",
+            ));
+        }
+        let error: String = req.error.chars().take(1000).collect();
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.lease.workflow_id)?;
+            let (mut inst, mut turn) = self.leased(&req.lease).await?;
+            let now = self.now();
+            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
+            let read_rev = inst.revision;
+            if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
+                run.usage = Some(usage.clone());
+            }
+            if let Some(at) = req.retry_at_ms {
+                let at = at.clamp(
+                    now.saturating_add(1000),
+                    now.saturating_add(366 * 24 * 3600 * 1000),
+                );
+                rules::release(&mut turn, now);
+                turn.status = TurnStatus::Waiting;
+                turn.ready_at_ms = at;
+                turn.wait = Some(TurnWait {
+                    since_ms: now,
+                    until_ms: at,
+                    reason: None,
+                });
+                turn.resume = true;
+                turn.error = Some(error.clone());
+            } else if req.non_retryable {
+                turn.error = Some(error.clone());
+                turn.resume = false;
+                rules::exhaust(&mut inst, &mut turn, now);
+            } else {
+                rules::fail_attempt(&mut inst, &mut turn, now, error.clone(), &self.inner.config);
+            }
+            rules::touch(&mut turn, now);
+            inst.due_at_ms = if turn.is_finished() {
+                (!inst.pending.is_empty() && !inst.paused).then_some(now)
+            } else {
+                rules::due_at(&inst, Some(&turn), now)
+            };
+            let view = rules::turn_view(&inst, &turn);
+            if self
+                .commit(Some(read_rev), &mut inst, vec![turn], Durable)
+                .await?
+            {
+                return Ok(view);
+            }
+        }
+    }
+
+    pub(super) async fn do_heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&lease.workflow_id)?;
+            let (mut inst, mut turn) = self.leased(&lease).await?;
+            let now = self.now();
+            rules::check_lease(&inst.id, &turn, &lease.token, now)?;
+            turn.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
+            rules::touch(&mut turn, now);
+            if let Some(view) = self.commit_turn(&mut inst, turn, Relaxed).await? {
+                return Ok(view);
+            }
+        }
+    }
+}
