@@ -454,7 +454,8 @@ impl Engine {
         let mut head = self.load_head(&inst).await?;
         if let Some(h) = head.as_mut() {
             if rules::settle(&mut inst, h, now, &self.inner.config) == Settled::Finished {
-                head = None;
+                // The head ran out of attempts and would be skipped: show the next one.
+                head = self.load_head(&inst).await?;
             }
         }
         Ok(rules::instance_view(&inst, head.as_ref(), now))
