@@ -141,13 +141,26 @@ pub fn encode_verified<C: Codec, T: Serialize + DeserializeOwned>(
     what: &str,
     value: &T,
 ) -> Result<(Value, T), CodecError> {
-    let encoded = codec.encode(value).map_err(|message| CodecError::Encode { what: what.to_owned(), message })?;
+    let encoded = codec.encode(value).map_err(|message| CodecError::Encode {
+        what: what.to_owned(),
+        message,
+    })?;
     check_floats(what, &encoded)?;
     let decoded: T = decode(codec, what, &encoded)?;
-    let again = codec.encode(&decoded).map_err(|message| CodecError::Encode { what: what.to_owned(), message })?;
+    let again = codec
+        .encode(&decoded)
+        .map_err(|message| CodecError::Encode {
+            what: what.to_owned(),
+            message,
+        })?;
     if canonical_bytes(&encoded) != canonical_bytes(&again) {
         let (path, a, b) = first_difference(&encoded, &again);
-        return Err(CodecError::RoundTrip { what: what.to_owned(), path, encoded: a, reencoded: b });
+        return Err(CodecError::RoundTrip {
+            what: what.to_owned(),
+            path,
+            encoded: a,
+            reencoded: b,
+        });
     }
     Ok((encoded, decoded))
 }
@@ -171,7 +184,11 @@ pub fn encode_verified_eq<C: Codec, T: Serialize + DeserializeOwned + PartialEq>
 }
 
 /// Decode JSON into `T`, naming the value in the error.
-pub fn decode<C: Codec, T: DeserializeOwned>(codec: &C, what: &str, value: &Value) -> Result<T, CodecError> {
+pub fn decode<C: Codec, T: DeserializeOwned>(
+    codec: &C,
+    what: &str,
+    value: &Value,
+) -> Result<T, CodecError> {
     codec.decode(value).map_err(|message| CodecError::Decode {
         what: what.to_owned(),
         type_name: std::any::type_name::<T>(),
@@ -292,7 +309,10 @@ mod tests {
     fn difference_names_the_path() {
         let a = json!({"items": [{"price": 1}, {"price": 2}, {"price": 3}]});
         let b = json!({"items": [{"price": 1}, {"price": 2}, {"price": 4}]});
-        assert_eq!(first_difference(&a, &b), ("$.items[2].price".into(), "3".into(), "4".into()));
+        assert_eq!(
+            first_difference(&a, &b),
+            ("$.items[2].price".into(), "3".into(), "4".into())
+        );
         let c = json!({"odd key": 1});
         assert_eq!(first_difference(&c, &json!({})).0, r#"$["odd key"]"#);
     }
@@ -322,7 +342,13 @@ mod tests {
 
     #[test]
     fn lossy_value_fails_with_its_path() {
-        let cart = Cart { items: vec![Item { price: Lossy(2) }, Item { price: Lossy(4) }, Item { price: Lossy(6) }] };
+        let cart = Cart {
+            items: vec![
+                Item { price: Lossy(2) },
+                Item { price: Lossy(4) },
+                Item { price: Lossy(6) },
+            ],
+        };
         let err = encode_verified(&JsonCodec, "step `cart`", &cart).unwrap_err();
         match err {
             CodecError::RoundTrip { path, .. } => assert_eq!(path, "$.items[0].price"),
@@ -332,9 +358,12 @@ mod tests {
 
     #[test]
     fn nan_is_refused_by_name() {
-        let err = encode_verified(&JsonCodec, "state", &json!(null)).map(|_| ()).and_then(|()| {
-            encode_verified::<_, Vec<f64>>(&JsonCodec, "state", &vec![1.0, f64::INFINITY]).map(|_| ())
-        });
+        let err = encode_verified(&JsonCodec, "state", &json!(null))
+            .map(|_| ())
+            .and_then(|()| {
+                encode_verified::<_, Vec<f64>>(&JsonCodec, "state", &vec![1.0, f64::INFINITY])
+                    .map(|_| ())
+            });
         let msg = err.unwrap_err().to_string();
         assert!(msg.starts_with("state:"), "{msg}");
     }

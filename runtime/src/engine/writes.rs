@@ -350,7 +350,8 @@ impl Engine {
             }
             let take = |n: u64, head: &Option<TurnRecord>, turns: &mut Vec<TurnRecord>| {
                 let i = turns.iter().position(|t| t.number == n);
-                i.map(|i| turns.remove(i)).or_else(|| head.as_ref().filter(|h| h.number == n).cloned())
+                i.map(|i| turns.remove(i))
+                    .or_else(|| head.as_ref().filter(|h| h.number == n).cloned())
             };
             match req.action {
                 ControlAction::Pause => inst.paused = true,
