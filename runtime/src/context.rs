@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::backend::Backend;
+use crate::clock::Clock;
 use crate::codec::{self, JsonCodec};
 use crate::error::Error;
 use crate::protocol::*;
@@ -52,6 +53,7 @@ pub(crate) struct TurnShared {
     /// Whether the driver should send lease heartbeats now.
     pub(crate) heartbeats: watch::Sender<bool>,
     pub(crate) progress_every: Duration,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl TurnShared {
@@ -342,6 +344,23 @@ impl<W: Workflow> Turn<W> {
         Ok(decoded)
     }
 
+    /// The current time (Unix ms) as a step: read once from the worker's clock and saved, so
+    /// every replay of this turn sees the same time. Use it instead of reading the system clock
+    /// in the handler, which would make replays diverge.
+    pub async fn now(&mut self, key: impl Into<String>) -> Result<Millis, TurnError> {
+        let now = self.shared.clock.now_ms();
+        self.step(key, move |_| async move { Ok(now) }).await
+    }
+
+    /// A random `u64` as a step: drawn once and saved, so every replay sees the same value.
+    pub async fn random(&mut self, key: impl Into<String>) -> Result<u64, TurnError> {
+        use std::hash::{BuildHasher, RandomState};
+        let value = RandomState::new().hash_one(self.shared.clock.now_ms());
+        // JSON numbers above 2^53 lose precision in many clients: keep 53 bits.
+        let value = value & ((1u64 << 53) - 1);
+        self.step(key, move |_| async move { Ok(value) }).await
+    }
+
     /// A durable sleep. The first time, the turn is released and this call never returns: the
     /// worker drops the handler here. When the sleep is due the turn runs again from the top,
     /// and this call returns at once.
@@ -570,7 +589,10 @@ impl StepCtx {
     ) -> (Self, Writer) {
         let (tx, rx) = mpsc::unbounded_channel();
         let every = match hb {
-            Some(d) => (d / 2).clamp(Duration::from_millis(50), turn.progress_every),
+            // The wire's rule: min(progress interval, max(50 ms, heartbeat timeout / 2)).
+            Some(d) => (d / 2)
+                .max(Duration::from_millis(50))
+                .min(turn.progress_every),
             None => turn.progress_every,
         };
         let inner = Arc::new(StepInner {

@@ -443,6 +443,7 @@ impl Worker {
                 interrupt,
                 heartbeats,
                 progress_every: self.options.progress_every,
+                clock: self.clock.clone(),
             });
             let every = Duration::from_millis((task.lease_ms / 3).max(20));
             let beat_timeout = Duration::from_millis((task.lease_ms / 3).max(50));
