@@ -1,77 +1,1166 @@
-//! (in progress) The SQLite store.
-#![allow(missing_docs)]
-use super::*;
+//! The SQLite store; its design is documented on [`SqliteStore`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
 use async_trait::async_trait;
-use std::path::Path;
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use tokio::sync::oneshot;
+
+use super::*;
+
+/// The schema version this code writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 1;
+/// `PRAGMA application_id` of a turnwise store: `"turn"` in ASCII.
+const APPLICATION_ID: i64 = 0x7475_726e;
+/// How long a connection waits for a lock held by another connection.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Idle read-only connections kept for reuse.
+const MAX_IDLE_READERS: usize = 4;
+/// `PRAGMA wal_autocheckpoint` (SQLite's default) outside relaxed-only stretches.
+const WAL_AUTOCHECKPOINT: u32 = 1000;
+/// Relaxed write sets in a row after which the writer checkpoints at the configured level.
+const RELAXED_CHECKPOINT_EVERY: usize = 4096;
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS instances (
+    ns TEXT NOT NULL,
+    id TEXT NOT NULL,
+    workflow_type TEXT NOT NULL,
+    version TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    pending_count INTEGER NOT NULL,
+    due_at_ms INTEGER,
+    history_pruned_through INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (ns, id)
+);
+CREATE INDEX IF NOT EXISTS instances_by_type
+    ON instances (ns, workflow_type, version, id);
+CREATE INDEX IF NOT EXISTS instances_by_due
+    ON instances (ns, workflow_type, version, due_at_ms, id);
+CREATE TABLE IF NOT EXISTS turns (
+    ns TEXT NOT NULL,
+    id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    message_id TEXT NOT NULL,
+    finished INTEGER NOT NULL,
+    finished_at_ms INTEGER,
+    body TEXT NOT NULL,
+    PRIMARY KEY (ns, id, number)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS turns_by_message
+    ON turns (ns, id, message_id);
+CREATE INDEX IF NOT EXISTS turns_by_finished
+    ON turns (ns, id, finished, number);
+";
+
+/// The `PRAGMA synchronous` level used for durable commits.
+///
+/// The store always runs in WAL mode, where the levels mean:
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Synchronous {
+    /// `FULL`: the WAL is synced on every commit, so an acknowledged
+    /// [`Durability::Durable`] commit survives a power loss. The default.
+    #[default]
     Full,
+    /// `NORMAL`: the WAL is synced only at checkpoints. Commits survive the death of the
+    /// process, but a power loss or operating-system crash may roll back the most recent ones.
     Normal,
+    /// `OFF`: never synced. Commits survive the death of the process only; a power loss may
+    /// roll back any of them or, at a checkpoint, corrupt the file. For tests and throwaway data.
     Off,
 }
-#[derive(Clone, Debug)]
-pub struct SqliteOptions {
-    pub synchronous: Synchronous,
-}
-pub struct SqliteStore;
-impl SqliteStore {
-    pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        let _ = path;
-        Err(StoreError("not implemented yet".into()))
+
+impl Synchronous {
+    fn sql(self) -> &'static str {
+        match self {
+            Synchronous::Full => "PRAGMA synchronous = FULL",
+            Synchronous::Normal => "PRAGMA synchronous = NORMAL",
+            Synchronous::Off => "PRAGMA synchronous = OFF",
+        }
     }
 }
+
+/// Settings for [`SqliteStore::open_with`]. Start from [`Default`] and adjust with the
+/// `with_*` methods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// The sync level for batches holding a [`Durability::Durable`] write set (default
+    /// [`Synchronous::Full`]). Batches of only relaxed write sets always use `OFF`.
+    pub synchronous: Synchronous,
+    /// At most this many write sets are committed in one transaction (default 256; 0 counts
+    /// as 1).
+    pub max_batch: usize,
+    /// About how many decoded instances the read cache keeps (default 10 000; 0 disables it).
+    pub cache_instances: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            synchronous: Synchronous::Full,
+            max_batch: 256,
+            cache_instances: 10_000,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets [`synchronous`](Self::synchronous).
+    pub fn with_synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// Sets [`max_batch`](Self::max_batch).
+    pub fn with_max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch;
+        self
+    }
+
+    /// Sets [`cache_instances`](Self::cache_instances).
+    pub fn with_cache_instances(mut self, cache_instances: usize) -> Self {
+        self.cache_instances = cache_instances;
+        self
+    }
+}
+
+/// A [`Store`] in one SQLite file (WAL mode), written by one thread with group commit.
+///
+/// Cloning gives another handle to the same store. When the last handle is dropped, the
+/// writer thread finishes its batch and closes the file.
+///
+/// # Layout
+///
+/// - `instances(ns, id, workflow_type, version, revision, pending_count, due_at_ms,
+///   history_pruned_through, body)`: one row per instance; `body` is the [`InstanceRecord`] as
+///   JSON, the other columns are copies the queries need (schedule index, filters, counts).
+/// - `turns(ns, id, number, message_id, finished, finished_at_ms, body)`: one row per kept
+///   turn, unique by `(ns, id, number)` and by `(ns, id, message_id)`.
+///
+/// Records are stored as `serde_json` text; with the `arbitrary_precision` feature numbers
+/// round-trip exactly as written (`1.10` stays `1.10`).
+///
+/// # Writes
+///
+/// One dedicated thread owns the only write connection. [`Store::commit`] hands it the
+/// [`WriteSet`] over a channel and waits for the answer. The thread takes the first request,
+/// drains whatever else is queued (up to [`SqliteOptions::max_batch`]) and applies the whole
+/// batch in one `BEGIN IMMEDIATE` transaction, each write set inside its own `SAVEPOINT`, so
+/// that a write set that conflicts or is refused is rolled back alone while its neighbours
+/// commit. The transaction is committed once, and every caller is answered only after that
+/// `COMMIT` returned: an acknowledged [`Durability::Durable`] write is on stable storage. If the
+/// `COMMIT` fails, every write set of the batch fails with [`CommitError::Store`].
+///
+/// A batch made only of [`Durability::Relaxed`] write sets is committed with
+/// `PRAGMA synchronous=OFF`: in WAL mode it survives the death of the process, and the next
+/// durable commit syncs it too. WAL checkpoints never run at `OFF` (an unsynced checkpoint
+/// could lose earlier durable commits on power loss): they wait for the next durable batch, or
+/// for the writer's own checkpoint at the configured level after a long relaxed-only run.
+///
+/// # Reads
+///
+/// Reads run on a small pool of read-only connections through
+/// [`tokio::task::spawn_blocking`], so they never block the async runtime and never wait for
+/// the writer (WAL readers see the last committed state). [`Store::load_instance`] is served
+/// from a bounded write-through cache of decoded instances when possible.
+///
+/// # One writer per file
+///
+/// A file must be written by one [`SqliteStore`] at a time: one process, and one `open` per
+/// file inside it (clone the handle to share it). The store keeps a cache that only its own
+/// writer updates; a second writer on the same file would make that cache stale. SQLite's own
+/// locking keeps the file consistent regardless, but such a setup is not supported.
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.shared.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Open (or create) the store at `path` with the default [`SqliteOptions`].
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// Open (or create) the store at `path`.
+    ///
+    /// Creates the file and its schema if missing, switches it to WAL mode and starts the
+    /// writer thread. Fails if the file is not a turnwise store or has a schema newer than this
+    /// version of turnwise understands.
+    pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.to_path_buf();
+        let opened = {
+            let path = path.clone();
+            let synchronous = options.synchronous;
+            tokio::task::spawn_blocking(move || open_writer(&path, synchronous))
+                .await
+                .map_err(|e| StoreError(format!("sqlite: open task failed: {e}")))??
+        };
+        let cache = Arc::new(Cache::new(options.cache_instances));
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer {
+            conn: opened,
+            rx,
+            cache: cache.clone(),
+            configured: options.synchronous,
+            current: options.synchronous,
+            relaxed_writes: 0,
+            max_batch: options.max_batch.max(1),
+        };
+        let thread = std::thread::Builder::new()
+            .name("turnwise-sqlite-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| StoreError(format!("sqlite: start the writer thread: {e}")))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                path,
+                tx: Some(tx),
+                thread: Some(thread),
+                readers: Mutex::new(Vec::new()),
+                cache,
+            }),
+        })
+    }
+
+    /// Run `f` on a read-only connection on the blocking pool.
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || shared.with_reader(f))
+            .await
+            .map_err(|e| StoreError(format!("sqlite: read task failed: {e}")))?
+    }
+}
+
+struct Shared {
+    path: PathBuf,
+    // The writer's inbox; taken in `drop` to stop the writer.
+    tx: Option<mpsc::Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+    readers: Mutex<Vec<Connection>>,
+    cache: Arc<Cache>,
+}
+
+impl Shared {
+    fn with_reader<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let idle = lock(&self.readers).pop();
+        let mut conn = match idle {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        let out = f(&mut conn);
+        // A failed multi-statement read may leave its transaction open; close it or drop the
+        // connection.
+        let healthy = conn.is_autocommit() || conn.execute_batch("ROLLBACK").is_ok();
+        if healthy {
+            let mut idle = lock(&self.readers);
+            if idle.len() < MAX_IDLE_READERS {
+                idle.push(conn);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Close the readers first so that the writer is the file's last connection and
+        // checkpoints the WAL as it closes. (No read is running: each holds a handle.)
+        lock(&self.readers).clear();
+        // Closing the channel stops the writer after its current batch; wait for it so the
+        // file is closed when the last handle is gone.
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Lock a mutex, ignoring poisoning: every critical section here leaves its data consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Map a rusqlite error to a [`StoreError`] saying what was being done.
+fn db(what: impl fmt::Display) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |e| StoreError(format!("sqlite: {what}: {e}"))
+}
+
+/// A stored integer from a `u64`; the file keeps signed 64-bit integers.
+fn int(n: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(n).map_err(|_| StoreError(format!("sqlite: {what} {n} is out of range")))
+}
+
+/// A read cursor as a stored integer: nothing stored is above `i64::MAX`.
+fn clamp_u64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A count or `LIMIT` as a stored integer.
+fn clamp_usize(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn uint(n: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|_| StoreError(format!("sqlite: stored {what} {n} is negative")))
+}
+
+fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError(format!("sqlite: encode {what}: {e}")))
+}
+
+fn decode_instance(body: &str) -> Result<InstanceRecord, StoreError> {
+    serde_json::from_str(body).map_err(|e| StoreError(format!("sqlite: decode an instance: {e}")))
+}
+
+fn decode_turn(body: &str) -> Result<TurnRecord, StoreError> {
+    serde_json::from_str(body).map_err(|e| StoreError(format!("sqlite: decode a turn: {e}")))
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(db(format_args!("set busy_timeout on {}", path.display())))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(())
+}
+
+/// Open the write connection: WAL mode, schema checked or created.
+fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
+    let shown = path.display();
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(db(format_args!("open {shown}")))?;
+    configure(&conn, path)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(db(format_args!("switch {shown} to WAL mode")))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError(format!(
+            "sqlite: {shown} cannot use WAL mode (journal_mode is `{mode}`)"
+        )));
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(db(format_args!("lock {shown}")))?;
+    let checked = check_schema(&conn, path);
+    let end = if checked.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    conn.execute_batch(end)
+        .map_err(db(format_args!("create the schema of {shown}")))?;
+    checked?;
+    conn.execute_batch(synchronous.sql())
+        .map_err(db("set synchronous"))?;
+    Ok(conn)
+}
+
+/// Inside a write transaction: refuse foreign or newer files, create the schema if missing.
+fn check_schema(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let shown = path.display();
+    let read = |pragma: &str| -> Result<i64, StoreError> {
+        conn.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
+            .map_err(db(format_args!("read {pragma} of {shown}")))
+    };
+    let app = read("application_id")?;
+    let version = read("user_version")?;
+    if app != APPLICATION_ID && (app != 0 || version != 0) {
+        return Err(StoreError(format!(
+            "sqlite: {shown} is not a turnwise store (application_id {app}, user_version {version})"
+        )));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError(format!(
+            "sqlite: {shown} has schema version {version}, newer than the version {SCHEMA_VERSION} \
+             this turnwise understands; open it with a newer turnwise"
+        )));
+    }
+    conn.execute_batch(SCHEMA)
+        .map_err(db(format_args!("create the schema of {shown}")))?;
+    if version != SCHEMA_VERSION || app != APPLICATION_ID {
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+        ))
+        .map_err(db(format_args!("stamp the schema version of {shown}")))?;
+    }
+    Ok(())
+}
+
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(db(format_args!("open {} for reading", path.display())))?;
+    configure(&conn, path)?;
+    Ok(conn)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The instance cache
+
+type Key = (String, String);
+
+/// A bounded cache of decoded instances with two generations: entries are inserted into `hot`;
+/// when `hot` is full it becomes `cold` and the old `cold` is dropped. A hit in `cold` moves the
+/// entry back to `hot`. Approximates LRU at O(1) per operation, holding at most `cap` entries.
+///
+/// The writer updates it after each `COMMIT`. A reader may fill a miss from the file only if no
+/// commit happened since it looked (`gen`), so a slow reader never puts back an older record.
+struct Cache {
+    half: usize,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    gen: u64,
+    hot: HashMap<Key, InstanceRecord>,
+    cold: HashMap<Key, InstanceRecord>,
+}
+
+impl Cache {
+    fn new(cap: usize) -> Self {
+        Self {
+            half: cap.div_ceil(2),
+            inner: Mutex::default(),
+        }
+    }
+
+    /// The cached record, or the generation to pass to [`Cache::fill`].
+    fn get(&self, key: &Key) -> Result<InstanceRecord, u64> {
+        if self.half == 0 {
+            return Err(0);
+        }
+        let mut c = lock(&self.inner);
+        if let Some(r) = c.hot.get(key) {
+            return Ok(r.clone());
+        }
+        match c.cold.remove_entry(key) {
+            Some((k, r)) => {
+                let out = r.clone();
+                c.insert(self.half, k, r);
+                Ok(out)
+            }
+            None => Err(c.gen),
+        }
+    }
+
+    fn fill(&self, key: Key, record: InstanceRecord, gen: u64) {
+        if self.half == 0 {
+            return;
+        }
+        let mut c = lock(&self.inner);
+        if c.gen == gen {
+            c.insert(self.half, key, record);
+        }
+    }
+
+    /// After a `COMMIT`: record what the batch wrote (`None` = deleted or unknown).
+    fn committed(&self, changes: impl IntoIterator<Item = (Key, Option<InstanceRecord>)>) {
+        if self.half == 0 {
+            return;
+        }
+        let mut c = lock(&self.inner);
+        c.gen = c.gen.wrapping_add(1);
+        for (key, record) in changes {
+            match record {
+                Some(r) => c.insert(self.half, key, r),
+                None => {
+                    c.hot.remove(&key);
+                    c.cold.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+impl CacheInner {
+    fn insert(&mut self, half: usize, key: Key, record: InstanceRecord) {
+        self.cold.remove(&key);
+        self.hot.insert(key, record);
+        if self.hot.len() >= half {
+            self.cold = std::mem::take(&mut self.hot);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The writer
+
+struct Request {
+    write: WriteSet,
+    reply: oneshot::Sender<Result<(), CommitError>>,
+}
+
+struct Writer {
+    conn: Connection,
+    rx: mpsc::Receiver<Request>,
+    cache: Arc<Cache>,
+    configured: Synchronous,
+    /// The level the connection is at now.
+    current: Synchronous,
+    /// Relaxed write sets committed since the last durable batch or checkpoint.
+    relaxed_writes: usize,
+    max_batch: usize,
+}
+
+/// What one write set did, before the batch's `COMMIT`: the instance as stored (`None` when
+/// deleted), or why nothing was applied.
+type Outcome = Result<Option<InstanceRecord>, CommitError>;
+
+impl Writer {
+    fn run(mut self) {
+        // Ends when every sender is gone (the last handle was dropped).
+        while let Ok(first) = self.rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < self.max_batch {
+                match self.rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            self.run_batch(batch);
+        }
+        // Closing the connection checkpoints the WAL: do it at the configured level.
+        if let Err(e) = self.set_level(self.configured) {
+            tracing::warn!("turnwise sqlite store: before closing: {e}");
+        }
+    }
+
+    /// Switch `PRAGMA synchronous` if it differs from `want`.
+    ///
+    /// A checkpoint syncs the database file only at a level above `OFF`; a checkpoint left
+    /// unsynced and followed by a WAL restart could lose earlier durable commits on power
+    /// loss. So automatic checkpoints are suspended while relaxed batches run at `OFF`, and
+    /// happen at the next durable commit (or in [`Writer::after_relaxed`]).
+    fn set_level(&mut self, want: Synchronous) -> Result<(), StoreError> {
+        if want == self.current {
+            return Ok(());
+        }
+        let relaxed_only = want == Synchronous::Off && self.configured != Synchronous::Off;
+        let checkpoints = if relaxed_only { 0 } else { WAL_AUTOCHECKPOINT };
+        self.conn
+            .execute_batch(&format!(
+                "{}; PRAGMA wal_autocheckpoint = {checkpoints};",
+                want.sql()
+            ))
+            .map_err(db("set synchronous"))?;
+        self.current = want;
+        Ok(())
+    }
+
+    /// After a batch: keep the WAL bounded when only relaxed batches come, by checkpointing
+    /// at the configured level every so often.
+    fn after_relaxed(&mut self, relaxed: bool, writes: usize) {
+        if !relaxed || self.configured == Synchronous::Off {
+            self.relaxed_writes = 0;
+            return;
+        }
+        self.relaxed_writes += writes;
+        if self.relaxed_writes < RELAXED_CHECKPOINT_EVERY {
+            return;
+        }
+        self.relaxed_writes = 0;
+        let done = self.set_level(self.configured).and_then(|()| {
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                .map_err(db("checkpoint"))
+        });
+        if let Err(e) = done {
+            tracing::warn!("turnwise sqlite store: {e}");
+        }
+    }
+
+    fn run_batch(&mut self, batch: Vec<Request>) {
+        let (writes, replies): (Vec<WriteSet>, Vec<_>) =
+            batch.into_iter().map(|r| (r.write, r.reply)).unzip();
+        let keys: Vec<Key> = writes
+            .iter()
+            .map(|w| (w.ns.clone(), w.id.clone()))
+            .collect();
+        let relaxed = writes.iter().all(|w| w.durability == Durability::Relaxed);
+        let count = writes.len();
+        match self.transact(writes, relaxed) {
+            Ok(outcomes) => {
+                let mut changes = Vec::with_capacity(outcomes.len());
+                let mut answers = Vec::with_capacity(outcomes.len());
+                for (key, outcome) in keys.into_iter().zip(outcomes) {
+                    match outcome {
+                        Ok(record) => {
+                            changes.push((key, record));
+                            answers.push(Ok(()));
+                        }
+                        Err(e) => {
+                            if e == CommitError::Conflict {
+                                // Someone else's write: forget whatever we believed.
+                                changes.push((key, None));
+                            }
+                            answers.push(Err(e));
+                        }
+                    }
+                }
+                self.cache.committed(changes);
+                for (reply, answer) in replies.into_iter().zip(answers) {
+                    // The caller may have given up waiting; that is fine.
+                    let _ = reply.send(answer);
+                }
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(CommitError::Store(e.clone())));
+                }
+            }
+        }
+        self.after_relaxed(relaxed, count);
+    }
+
+    /// Apply the batch in one transaction. `Err` means nothing of it was written.
+    fn transact(
+        &mut self,
+        writes: Vec<WriteSet>,
+        relaxed: bool,
+    ) -> Result<Vec<Outcome>, StoreError> {
+        self.set_level(if relaxed {
+            Synchronous::Off
+        } else {
+            self.configured
+        })?;
+        exec(&self.conn, "BEGIN IMMEDIATE").map_err(db("begin a transaction"))?;
+        let result = self.apply_all(writes);
+        let result = result.and_then(|outcomes| {
+            exec(&self.conn, "COMMIT").map_err(db("commit"))?;
+            Ok(outcomes)
+        });
+        if result.is_err() && !self.conn.is_autocommit() {
+            // Best effort: if even ROLLBACK fails, SQLite rolls back when the connection or
+            // the next BEGIN finds the transaction broken.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        result
+    }
+
+    fn apply_all(&mut self, writes: Vec<WriteSet>) -> Result<Vec<Outcome>, StoreError> {
+        let conn = &self.conn;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for write in writes {
+            exec(conn, "SAVEPOINT write_set").map_err(db("open a savepoint"))?;
+            let outcome = match apply(conn, write) {
+                Ok(record) => {
+                    exec(conn, "RELEASE write_set").map_err(db("release a savepoint"))?;
+                    Ok(record)
+                }
+                Err(e) => {
+                    if conn.is_autocommit() {
+                        // SQLite rolled back the whole transaction (I/O error, disk full…):
+                        // the batch's earlier write sets are gone too.
+                        return Err(match e {
+                            CommitError::Store(e) => e,
+                            CommitError::Conflict => {
+                                StoreError("sqlite: the transaction was rolled back".into())
+                            }
+                        });
+                    }
+                    exec(conn, "ROLLBACK TO write_set")
+                        .and_then(|_| exec(conn, "RELEASE write_set"))
+                        .map_err(db("roll back a savepoint"))?;
+                    Err(e)
+                }
+            };
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    }
+}
+
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute([])
+}
+
+/// Apply one write set inside the batch's transaction (and its own savepoint). Returns the
+/// instance as stored, `None` when deleted.
+fn apply(conn: &Connection, mut write: WriteSet) -> Result<Option<InstanceRecord>, CommitError> {
+    let (ns, id) = (write.ns.as_str(), write.id.as_str());
+    let stored: Option<(i64, i64)> = conn
+        .prepare_cached(
+            "SELECT revision, history_pruned_through FROM instances WHERE ns = ?1 AND id = ?2",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![ns, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(db(format_args!("read the revision of `{id}`")))?;
+    let current = stored.map(|(rev, _)| uint(rev, "revision")).transpose()?;
+    check_revision(current, &write)?;
+
+    let Some(mut instance) = write.instance.take() else {
+        conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2")
+            .and_then(|mut s| s.execute(params![ns, id]))
+            .map_err(db(format_args!("delete the turns of `{id}`")))?;
+        conn.prepare_cached("DELETE FROM instances WHERE ns = ?1 AND id = ?2")
+            .and_then(|mut s| s.execute(params![ns, id]))
+            .map_err(db(format_args!("delete `{id}`")))?;
+        return Ok(None);
+    };
+
+    // Validate every turn against what is stored before writing any (as the memory store);
+    // `None` marks an identical finished turn, which needs no write.
+    let mut numbers = Vec::with_capacity(write.turns.len());
+    for t in &write.turns {
+        let number = int(t.number, "turn number")?;
+        let old: Option<(String, bool)> = conn
+            .prepare_cached(
+                "SELECT message_id, finished FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![ns, id, number], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+            })
+            .map_err(db(format_args!("read turn {} of `{id}`", t.number)))?;
+        let mut write_it = true;
+        if let Some((message_id, finished)) = old {
+            if finished {
+                let same = load_turn_row(
+                    conn,
+                    "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
+                    params![ns, id, number],
+                )?
+                .is_some_and(|old| old == *t);
+                if !same {
+                    return Err(StoreError(format!(
+                        "turn {} of `{id}` is in history and cannot be rewritten",
+                        t.number
+                    ))
+                    .into());
+                }
+                write_it = false;
+            }
+            if message_id != t.message_id {
+                return Err(StoreError(format!("turn {} changed its message id", t.number)).into());
+            }
+        }
+        let owner: Option<i64> = conn
+            .prepare_cached(
+                "SELECT number FROM turns WHERE ns = ?1 AND id = ?2 AND message_id = ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![ns, id, t.message_id], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(db(format_args!("look up message `{}`", t.message_id)))?;
+        if let Some(n) = owner.filter(|n| *n != number) {
+            return Err(StoreError(format!(
+                "message id `{}` is already turn {n} of `{id}`",
+                t.message_id
+            ))
+            .into());
+        }
+        numbers.push(write_it.then_some(number));
+    }
+
+    for (t, number) in write.turns.iter().zip(numbers) {
+        let Some(number) = number else { continue };
+        let body = encode(t, "a turn")?;
+        conn.prepare_cached(
+            "INSERT INTO turns (ns, id, number, message_id, finished, finished_at_ms, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+             ON CONFLICT (ns, id, number) DO UPDATE SET \
+                message_id = excluded.message_id, finished = excluded.finished, \
+                finished_at_ms = excluded.finished_at_ms, body = excluded.body",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                ns,
+                id,
+                number,
+                t.message_id,
+                t.is_finished(),
+                t.finished_at_ms,
+                body
+            ])
+        })
+        .map_err(db(format_args!("write turn {} of `{id}`", t.number)))?;
+    }
+
+    // The store owns `history_pruned_through`: keep the stored value, raise it by retention.
+    let mut pruned_through = stored.map_or(Ok(0), |(_, p)| uint(p, "history_pruned_through"))?;
+    if let Some(r) = write.retention {
+        let doomed: Vec<i64> = conn
+            .prepare_cached(
+                "SELECT number FROM ( \
+                    SELECT number, finished_at_ms FROM turns \
+                    WHERE ns = ?1 AND id = ?2 AND finished = 1 \
+                    ORDER BY number DESC LIMIT -1 OFFSET ?3 \
+                 ) WHERE finished_at_ms < ?4",
+            )
+            .and_then(|mut s| {
+                s.query_map(
+                    params![ns, id, clamp_u64(r.keep_turns), r.keep_since_ms],
+                    |row| row.get(0),
+                )?
+                .collect()
+            })
+            .map_err(db(format_args!("find turns of `{id}` to prune")))?;
+        for n in doomed {
+            conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
+                .and_then(|mut s| s.execute(params![ns, id, n]))
+                .map_err(db(format_args!("prune turn {n} of `{id}`")))?;
+            pruned_through = pruned_through.max(uint(n, "turn number")?);
+        }
+    }
+    instance.history_pruned_through = pruned_through;
+
+    let revision = int(instance.revision, "revision")?;
+    let body = encode(&instance, "an instance")?;
+    conn.prepare_cached(
+        "INSERT INTO instances \
+            (ns, id, workflow_type, version, revision, pending_count, due_at_ms, \
+             history_pruned_through, body) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+         ON CONFLICT (ns, id) DO UPDATE SET \
+            workflow_type = excluded.workflow_type, version = excluded.version, \
+            revision = excluded.revision, pending_count = excluded.pending_count, \
+            due_at_ms = excluded.due_at_ms, \
+            history_pruned_through = excluded.history_pruned_through, body = excluded.body",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            ns,
+            id,
+            instance.workflow_type,
+            instance.version,
+            revision,
+            clamp_usize(instance.pending.len()),
+            instance.due_at_ms,
+            clamp_u64(pruned_through),
+            body
+        ])
+    })
+    .map_err(db(format_args!("write `{id}`")))?;
+    Ok(Some(instance))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+fn load_turn_row(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<TurnRecord>, StoreError> {
+    let body: Option<String> = conn
+        .prepare_cached(sql)
+        .and_then(|mut s| s.query_row(params, |r| r.get(0)).optional())
+        .map_err(db("read a turn"))?;
+    body.as_deref().map(decode_turn).transpose()
+}
+
+/// Deduplicated `(type, version)` pairs, so an instance is listed once.
+fn distinct(workflows: &[WorkflowRef]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = workflows
+        .iter()
+        .map(|w| (w.workflow_type.clone(), w.version.clone()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Run `f` in one read transaction, so several statements see one snapshot.
+fn snapshot<T>(
+    conn: &mut Connection,
+    f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let tx = conn.transaction().map_err(db("begin a read"))?;
+    let out = f(&tx)?;
+    tx.commit().map_err(db("end a read"))?;
+    Ok(out)
+}
+
 #[async_trait]
 impl Store for SqliteStore {
-    async fn load_instance(&self, _: &str, _: &str) -> Result<Option<InstanceRecord>, StoreError> {
-        unimplemented!()
+    async fn load_instance(
+        &self,
+        ns: &str,
+        id: &str,
+    ) -> Result<Option<InstanceRecord>, StoreError> {
+        let key = (ns.to_owned(), id.to_owned());
+        let gen = match self.shared.cache.get(&key) {
+            Ok(record) => return Ok(Some(record)),
+            Err(gen) => gen,
+        };
+        let shared = self.shared.clone();
+        self.read(move |conn| {
+            let body: Option<String> = conn
+                .prepare_cached("SELECT body FROM instances WHERE ns = ?1 AND id = ?2")
+                .and_then(|mut s| s.query_row(params![key.0, key.1], |r| r.get(0)).optional())
+                .map_err(db(format_args!("read `{}`", key.1)))?;
+            let Some(body) = body else {
+                return Ok(None);
+            };
+            let record = decode_instance(&body)?;
+            shared.cache.fill(key, record.clone(), gen);
+            Ok(Some(record))
+        })
+        .await
     }
-    async fn load_turn(&self, _: &str, _: &str, _: u64) -> Result<Option<TurnRecord>, StoreError> {
-        unimplemented!()
+
+    async fn load_turn(
+        &self,
+        ns: &str,
+        id: &str,
+        number: u64,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let (ns, id) = (ns.to_owned(), id.to_owned());
+        let Ok(number) = i64::try_from(number) else {
+            return Ok(None); // never stored
+        };
+        self.read(move |conn| {
+            load_turn_row(
+                conn,
+                "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
+                params![ns, id, number],
+            )
+        })
+        .await
     }
+
     async fn find_message(
         &self,
-        _: &str,
-        _: &str,
-        _: &str,
+        ns: &str,
+        id: &str,
+        message_id: &str,
     ) -> Result<Option<TurnRecord>, StoreError> {
-        unimplemented!()
+        let (ns, id, message_id) = (ns.to_owned(), id.to_owned(), message_id.to_owned());
+        self.read(move |conn| {
+            load_turn_row(
+                conn,
+                "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND message_id = ?3",
+                params![ns, id, message_id],
+            )
+        })
+        .await
     }
+
     async fn list_turns(
         &self,
-        _: &str,
-        _: &str,
-        _: TurnRange,
+        ns: &str,
+        id: &str,
+        range: TurnRange,
     ) -> Result<Vec<TurnRecord>, StoreError> {
-        unimplemented!()
+        if range.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (ns, id) = (ns.to_owned(), id.to_owned());
+        // Turn numbers are never negative, so -1 means "from the start".
+        let after = range.after.map_or(-1, clamp_u64);
+        self.read(move |conn| {
+            let bodies: Vec<String> = conn
+                .prepare_cached(
+                    "SELECT body FROM turns \
+                     WHERE ns = ?1 AND id = ?2 AND finished = ?3 AND number > ?4 \
+                     ORDER BY number LIMIT ?5",
+                )
+                .and_then(|mut s| {
+                    s.query_map(
+                        params![ns, id, range.finished, after, clamp_usize(range.limit)],
+                        |r| r.get(0),
+                    )?
+                    .collect()
+                })
+                .map_err(db(format_args!("list the turns of `{id}`")))?;
+            bodies.iter().map(|b| decode_turn(b)).collect()
+        })
+        .await
     }
+
     async fn list_instances(
         &self,
-        _: &str,
-        _: InstanceFilter,
+        ns: &str,
+        filter: InstanceFilter,
     ) -> Result<Vec<InstanceRecord>, StoreError> {
-        unimplemented!()
+        if filter.limit == 0 {
+            return Ok(Vec::new());
+        }
+        // Only the conditions in use, so the planner can seek on the cursor.
+        let mut sql = String::from("SELECT body FROM instances WHERE ns = ?1");
+        if filter.workflow_type.is_some() {
+            sql.push_str(" AND workflow_type = ?2");
+        }
+        if filter.version.is_some() {
+            sql.push_str(" AND version = ?3");
+        }
+        if filter.after.is_some() {
+            sql.push_str(" AND id > ?4");
+        }
+        sql.push_str(" ORDER BY id LIMIT ?5");
+        let ns = ns.to_owned();
+        self.read(move |conn| {
+            let bodies: Vec<String> = conn
+                .prepare_cached(&sql)
+                .and_then(|mut s| {
+                    s.query_map(
+                        params![
+                            ns,
+                            filter.workflow_type,
+                            filter.version,
+                            filter.after,
+                            clamp_usize(filter.limit)
+                        ],
+                        |r| r.get(0),
+                    )?
+                    .collect()
+                })
+                .map_err(db("list instances"))?;
+            bodies.iter().map(|b| decode_instance(b)).collect()
+        })
+        .await
     }
+
     async fn count_instances(
         &self,
-        _: &str,
-        _: &str,
-        _: Option<&str>,
+        ns: &str,
+        workflow_type: &str,
+        version: Option<&str>,
     ) -> Result<(u64, u64), StoreError> {
-        unimplemented!()
+        let (ns, workflow_type) = (ns.to_owned(), workflow_type.to_owned());
+        let version = version.map(str::to_owned);
+        self.read(move |conn| {
+            let sql = if version.is_some() {
+                "SELECT COUNT(*), COALESCE(SUM(pending_count > 0), 0) FROM instances \
+                 WHERE ns = ?1 AND workflow_type = ?2 AND version = ?3"
+            } else {
+                "SELECT COUNT(*), COALESCE(SUM(pending_count > 0), 0) FROM instances \
+                 WHERE ns = ?1 AND workflow_type = ?2 AND ?3 IS NULL"
+            };
+            let (all, with): (i64, i64) = conn
+                .prepare_cached(sql)
+                .and_then(|mut s| {
+                    s.query_row(params![ns, workflow_type, version], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })
+                })
+                .map_err(db("count instances"))?;
+            Ok((uint(all, "count")?, uint(with, "count")?))
+        })
+        .await
     }
+
     async fn due(
         &self,
-        _: &str,
-        _: &[WorkflowRef],
-        _: Millis,
-        _: usize,
+        ns: &str,
+        workflows: &[WorkflowRef],
+        now: Millis,
+        limit: usize,
     ) -> Result<Vec<String>, StoreError> {
-        unimplemented!()
+        let workflows = distinct(workflows);
+        if workflows.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ns = ns.to_owned();
+        let max = clamp_usize(limit);
+        self.read(move |conn| {
+            snapshot(conn, |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT due_at_ms, id FROM instances \
+                         WHERE ns = ?1 AND workflow_type = ?2 AND version = ?3 \
+                           AND due_at_ms <= ?4 \
+                         ORDER BY due_at_ms, id LIMIT ?5",
+                    )
+                    .map_err(db("list due instances"))?;
+                let mut due: Vec<(Millis, String)> = Vec::new();
+                for (workflow_type, version) in &workflows {
+                    let rows = stmt
+                        .query_map(params![ns, workflow_type, version, now, max], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })
+                        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                        .map_err(db("list due instances"))?;
+                    due.extend(rows);
+                }
+                due.sort();
+                due.truncate(limit);
+                Ok(due.into_iter().map(|(_, id)| id).collect())
+            })
+        })
+        .await
     }
-    async fn next_due(&self, _: &str, _: &[WorkflowRef]) -> Result<Option<Millis>, StoreError> {
-        unimplemented!()
+
+    async fn next_due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+    ) -> Result<Option<Millis>, StoreError> {
+        let workflows = distinct(workflows);
+        if workflows.is_empty() {
+            return Ok(None);
+        }
+        let ns = ns.to_owned();
+        self.read(move |conn| {
+            snapshot(conn, |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT due_at_ms FROM instances \
+                         WHERE ns = ?1 AND workflow_type = ?2 AND version = ?3 \
+                           AND due_at_ms IS NOT NULL \
+                         ORDER BY due_at_ms LIMIT 1",
+                    )
+                    .map_err(db("find the next due time"))?;
+                let mut next: Option<Millis> = None;
+                for (workflow_type, version) in &workflows {
+                    let t: Option<Millis> = stmt
+                        .query_row(params![ns, workflow_type, version], |r| r.get(0))
+                        .optional()
+                        .map_err(db("find the next due time"))?;
+                    next = match (next, t) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+                Ok(next)
+            })
+        })
+        .await
     }
-    async fn commit(&self, _: WriteSet) -> Result<(), CommitError> {
-        unimplemented!()
+
+    async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
+        let (reply, answer) = oneshot::channel();
+        let sent = match &self.shared.tx {
+            Some(tx) => tx.send(Request { write, reply }).is_ok(),
+            None => false,
+        };
+        let stopped = || StoreError("sqlite: the writer thread has stopped".into());
+        if !sent {
+            return Err(stopped().into());
+        }
+        answer.await.map_err(|_| stopped())?
     }
 }

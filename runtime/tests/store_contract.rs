@@ -1,0 +1,1119 @@
+//! The store contract: every case runs against every [`Store`] through the trait only.
+//!
+//! Each case is written once as `async fn case(s: &dyn Store)`; `contract!` instantiates it
+//! as a `#[tokio::test]` per store (memory, SQLite, and SQLite without cache and batching).
+//! SQLite-only cases (reopening, group commit, durability levels) follow at the end.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use turnwise::protocol::*;
+use turnwise::store::*;
+
+const NS: &str = "default";
+
+// ---------------------------------------------------------------------------------------------
+// Record builders
+
+fn inst(id: &str, revision: u64) -> InstanceRecord {
+    inst_in(NS, id, revision)
+}
+
+fn inst_in(ns: &str, id: &str, revision: u64) -> InstanceRecord {
+    InstanceRecord {
+        ns: ns.into(),
+        id: id.into(),
+        workflow_type: "order".into(),
+        version: "v1".into(),
+        state: json!({"revision": revision}),
+        lease_ms: 60_000,
+        max_attempts: 3,
+        on_exhausted: OnExhausted::Block,
+        paused: false,
+        created_at_ms: 1_000,
+        updated_at_ms: 1_000 + revision as i64,
+        revision,
+        next_turn: 1,
+        pending: Vec::new(),
+        completed_turns: 0,
+        history_through: 0,
+        history_pruned_through: 0,
+        due_at_ms: None,
+        epoch: "e1".into(),
+    }
+}
+
+fn typed(id: &str, revision: u64, workflow_type: &str, version: &str) -> InstanceRecord {
+    InstanceRecord {
+        workflow_type: workflow_type.into(),
+        version: version.into(),
+        ..inst(id, revision)
+    }
+}
+
+fn due_at(id: &str, workflow_type: &str, version: &str, due: Option<Millis>) -> InstanceRecord {
+    InstanceRecord {
+        due_at_ms: due,
+        ..typed(id, 1, workflow_type, version)
+    }
+}
+
+/// An unfinished turn.
+fn turn(number: u64, message_id: &str) -> TurnRecord {
+    TurnRecord {
+        number,
+        message_id: message_id.into(),
+        message: json!({"n": number}),
+        origin: Some(MessageOrigin::new("app")),
+        status: TurnStatus::Queued,
+        attempt: 0,
+        sequence: 0,
+        created_at_ms: 2_000,
+        updated_at_ms: 2_000,
+        ready_at_ms: 2_000,
+        steps: Vec::new(),
+        result: Value::Null,
+        state_after: Value::Null,
+        continued_to: None,
+        error: None,
+        finished_at_ms: None,
+        operation: None,
+        last_operation: None,
+        signals: Vec::new(),
+        wait: None,
+        run: None,
+        worker: None,
+        token: None,
+        deadline_ms: None,
+        claims: 0,
+        effect_prefix: format!("e1-{number}"),
+        resume: false,
+        completion_digest: None,
+    }
+}
+
+/// A turn in history, finished at `at`.
+fn finished(number: u64, message_id: &str, at: Millis) -> TurnRecord {
+    TurnRecord {
+        status: TurnStatus::Completed,
+        attempt: 1,
+        result: json!({"ok": number}),
+        finished_at_ms: Some(at),
+        ..turn(number, message_id)
+    }
+}
+
+fn write(instance: InstanceRecord, expected: Option<u64>, turns: Vec<TurnRecord>) -> WriteSet {
+    WriteSet {
+        ns: instance.ns.clone(),
+        id: instance.id.clone(),
+        expected_revision: expected,
+        instance: Some(instance),
+        turns,
+        retention: None,
+        durability: Durability::Durable,
+    }
+}
+
+fn create(instance: InstanceRecord, turns: Vec<TurnRecord>) -> WriteSet {
+    write(instance, None, turns)
+}
+
+fn delete(ns: &str, id: &str, expected: u64) -> WriteSet {
+    WriteSet {
+        ns: ns.into(),
+        id: id.into(),
+        expected_revision: Some(expected),
+        instance: None,
+        turns: Vec::new(),
+        retention: None,
+        durability: Durability::Durable,
+    }
+}
+
+fn turns_range(finished: bool, after: Option<u64>, limit: usize) -> TurnRange {
+    TurnRange {
+        finished,
+        after,
+        limit,
+    }
+}
+
+fn all(finished: bool) -> TurnRange {
+    turns_range(finished, None, usize::MAX)
+}
+
+fn wf(workflow_type: &str, version: &str) -> WorkflowRef {
+    WorkflowRef::new(workflow_type, version)
+}
+
+fn numbers(turns: &[TurnRecord]) -> Vec<u64> {
+    turns.iter().map(|t| t.number).collect()
+}
+
+fn ids(instances: &[InstanceRecord]) -> Vec<&str> {
+    instances.iter().map(|i| i.id.as_str()).collect()
+}
+
+fn filter(
+    workflow_type: Option<&str>,
+    version: Option<&str>,
+    after: Option<&str>,
+    limit: usize,
+) -> InstanceFilter {
+    InstanceFilter {
+        workflow_type: workflow_type.map(Into::into),
+        version: version.map(Into::into),
+        after: after.map(Into::into),
+        limit,
+    }
+}
+
+async fn ok(s: &dyn Store, w: WriteSet) {
+    if let Err(e) = s.commit(w.clone()).await {
+        panic!("commit of `{}` failed: {e:?}", w.id);
+    }
+}
+
+async fn refused(s: &dyn Store, w: WriteSet) -> StoreError {
+    match s.commit(w).await {
+        Err(CommitError::Store(e)) => e,
+        other => panic!("expected a store error, got {other:?}"),
+    }
+}
+
+async fn conflict(s: &dyn Store, w: WriteSet) {
+    assert_eq!(s.commit(w).await, Err(CommitError::Conflict));
+}
+
+async fn load(s: &dyn Store, id: &str) -> Option<InstanceRecord> {
+    s.load_instance(NS, id).await.unwrap()
+}
+
+async fn load_turn(s: &dyn Store, id: &str, n: u64) -> Option<TurnRecord> {
+    s.load_turn(NS, id, n).await.unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instantiation
+
+async fn open_sqlite(dir: &Path, options: SqliteOptions) -> SqliteStore {
+    SqliteStore::open_with(&dir.join("store.db"), options)
+        .await
+        .expect("open the sqlite store")
+}
+
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case(&turnwise::store::MemoryStore::new()).await;
+                }
+            )*
+        }
+
+        mod sqlite {
+            use turnwise::store::SqliteOptions;
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let store = super::open_sqlite(dir.path(), SqliteOptions::default()).await;
+                    super::$case(&store).await;
+                }
+            )*
+        }
+
+        /// SQLite with the instance cache off and one write set per transaction.
+        mod sqlite_uncached {
+            use turnwise::store::{SqliteOptions, Synchronous};
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let options = SqliteOptions::default()
+                        .with_cache_instances(0)
+                        .with_max_batch(1)
+                        .with_synchronous(Synchronous::Normal);
+                    let store = super::open_sqlite(dir.path(), options).await;
+                    super::$case(&store).await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    create_expects_no_revision,
+    conflicting_create,
+    revision_advances_by_one,
+    stale_revision_conflicts_and_writes_nothing,
+    delete_removes_instance_and_turns,
+    turn_upsert_and_load,
+    find_message,
+    list_turns_finished_and_unfinished,
+    list_instances_filters_and_order,
+    count_instances,
+    due_ordering_limit_and_filter,
+    next_due,
+    finished_turn_is_immutable,
+    message_id_cannot_change,
+    duplicate_message_id_refused,
+    retention_keeps_newest_and_recent,
+    retention_is_noop_within_limits,
+    arbitrary_precision_round_trips,
+    namespaces_are_isolated,
+);
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+
+async fn create_expects_no_revision(s: &dyn Store) {
+    // Creating with an expected revision means "it exists": it does not.
+    conflict(s, write(inst("a", 2), Some(1), vec![])).await;
+    assert_eq!(load(s, "a").await, None);
+    // A new instance starts at revision 1.
+    refused(s, create(inst("a", 2), vec![turn(1, "m1")])).await;
+    assert_eq!(load(s, "a").await, None);
+    assert_eq!(load_turn(s, "a", 1).await, None);
+    // A record for another id is refused.
+    let mut other = create(inst("b", 1), vec![]);
+    other.id = "a".into();
+    refused(s, other).await;
+    assert_eq!(load(s, "a").await, None);
+
+    ok(s, create(inst("a", 1), vec![turn(1, "m1")])).await;
+    assert_eq!(load(s, "a").await, Some(inst("a", 1)));
+    assert_eq!(load_turn(s, "a", 1).await, Some(turn(1, "m1")));
+}
+
+async fn conflicting_create(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![])).await;
+    let mut other = typed("a", 1, "other", "v9");
+    other.state = json!("second");
+    conflict(s, create(other, vec![turn(1, "m1")])).await;
+    assert_eq!(load(s, "a").await, Some(inst("a", 1)));
+    assert_eq!(load_turn(s, "a", 1).await, None);
+}
+
+async fn revision_advances_by_one(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![])).await;
+    refused(s, write(inst("a", 1), Some(1), vec![])).await;
+    refused(s, write(inst("a", 3), Some(1), vec![turn(1, "m1")])).await;
+    assert_eq!(load(s, "a").await, Some(inst("a", 1)));
+    assert_eq!(load_turn(s, "a", 1).await, None);
+    ok(s, write(inst("a", 2), Some(1), vec![])).await;
+    ok(s, write(inst("a", 3), Some(2), vec![])).await;
+    assert_eq!(load(s, "a").await.unwrap().revision, 3);
+}
+
+async fn stale_revision_conflicts_and_writes_nothing(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![])).await;
+    ok(s, write(inst("a", 2), Some(1), vec![turn(1, "m1")])).await;
+    let mut stale = inst("a", 2);
+    stale.state = json!("stale");
+    conflict(
+        s,
+        write(stale, Some(1), vec![turn(1, "m1x"), turn(2, "m2")]),
+    )
+    .await;
+    conflict(s, write(inst("a", 4), Some(3), vec![turn(2, "m2")])).await;
+    conflict(s, delete(NS, "a", 1)).await;
+    assert_eq!(load(s, "a").await, Some(inst("a", 2)));
+    assert_eq!(load_turn(s, "a", 1).await, Some(turn(1, "m1")));
+    assert_eq!(load_turn(s, "a", 2).await, None);
+    assert_eq!(s.find_message(NS, "a", "m2").await.unwrap(), None);
+}
+
+async fn delete_removes_instance_and_turns(s: &dyn Store) {
+    let mut a = due_at("a", "order", "v1", Some(5));
+    a.pending = vec![2];
+    ok(s, create(a, vec![finished(1, "m1", 10), turn(2, "m2")])).await;
+    ok(s, create(inst("b", 1), vec![turn(1, "m1")])).await;
+    ok(s, delete(NS, "a", 1)).await;
+
+    assert_eq!(load(s, "a").await, None);
+    assert_eq!(load_turn(s, "a", 1).await, None);
+    assert_eq!(load_turn(s, "a", 2).await, None);
+    assert_eq!(s.find_message(NS, "a", "m1").await.unwrap(), None);
+    assert!(s.list_turns(NS, "a", all(true)).await.unwrap().is_empty());
+    assert!(s.list_turns(NS, "a", all(false)).await.unwrap().is_empty());
+    let listed = s.list_instances(NS, filter(None, None, None, 10)).await;
+    assert_eq!(ids(&listed.unwrap()), ["b"]);
+    assert_eq!(s.count_instances(NS, "order", None).await.unwrap(), (1, 0));
+    assert!(s
+        .due(NS, &[wf("order", "v1")], 100, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(s.next_due(NS, &[wf("order", "v1")]).await.unwrap(), None);
+    // The neighbour is untouched.
+    assert_eq!(load_turn(s, "b", 1).await, Some(turn(1, "m1")));
+
+    // Re-created from scratch: the old message ids are free again.
+    ok(s, create(inst("a", 1), vec![turn(5, "m1")])).await;
+    assert_eq!(
+        s.find_message(NS, "a", "m1").await.unwrap(),
+        Some(turn(5, "m1"))
+    );
+    assert_eq!(load_turn(s, "a", 1).await, None);
+}
+
+async fn turn_upsert_and_load(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![turn(1, "m1"), turn(2, "m2")])).await;
+    assert_eq!(load_turn(s, "a", 1).await, Some(turn(1, "m1")));
+    assert_eq!(load_turn(s, "a", 3).await, None);
+    assert_eq!(load_turn(s, "b", 1).await, None);
+    assert_eq!(s.load_turn(NS, "a", u64::MAX).await.unwrap(), None);
+
+    // Replace an unfinished turn, then finish it.
+    let mut running = turn(1, "m1");
+    running.status = TurnStatus::Running;
+    running.attempt = 1;
+    running.token = Some("t1".into());
+    ok(s, write(inst("a", 2), Some(1), vec![running.clone()])).await;
+    assert_eq!(load_turn(s, "a", 1).await, Some(running));
+    ok(s, write(inst("a", 3), Some(2), vec![finished(1, "m1", 50)])).await;
+    assert_eq!(load_turn(s, "a", 1).await, Some(finished(1, "m1", 50)));
+    assert_eq!(load_turn(s, "a", 2).await, Some(turn(2, "m2")));
+    // A write without turns leaves them alone.
+    ok(s, write(inst("a", 4), Some(3), vec![])).await;
+    assert_eq!(load_turn(s, "a", 2).await, Some(turn(2, "m2")));
+}
+
+async fn find_message(s: &dyn Store) {
+    ok(
+        s,
+        create(inst("a", 1), vec![turn(1, "m1"), finished(2, "m2", 9)]),
+    )
+    .await;
+    ok(s, create(inst("b", 1), vec![turn(1, "only-b")])).await;
+    assert_eq!(
+        s.find_message(NS, "a", "m1").await.unwrap(),
+        Some(turn(1, "m1"))
+    );
+    assert_eq!(
+        s.find_message(NS, "a", "m2").await.unwrap(),
+        Some(finished(2, "m2", 9))
+    );
+    assert_eq!(s.find_message(NS, "a", "nope").await.unwrap(), None);
+    assert_eq!(s.find_message(NS, "a", "only-b").await.unwrap(), None);
+    assert_eq!(s.find_message(NS, "zzz", "m1").await.unwrap(), None);
+}
+
+async fn list_turns_finished_and_unfinished(s: &dyn Store) {
+    // Written out of order on purpose.
+    let turns = vec![
+        turn(6, "m6"),
+        finished(4, "m4", 40),
+        turn(3, "m3"),
+        finished(1, "m1", 10),
+        turn(5, "m5"),
+        finished(2, "m2", 20),
+    ];
+    ok(s, create(inst("a", 1), turns)).await;
+    ok(
+        s,
+        create(inst("b", 1), vec![finished(1, "b1", 1), turn(2, "b2")]),
+    )
+    .await;
+
+    let list = |finished, after, limit| s.list_turns(NS, "a", turns_range(finished, after, limit));
+    assert_eq!(numbers(&list(true, None, 10).await.unwrap()), [1, 2, 4]);
+    assert_eq!(numbers(&list(false, None, 10).await.unwrap()), [3, 5, 6]);
+    assert_eq!(numbers(&list(true, None, 2).await.unwrap()), [1, 2]);
+    assert_eq!(numbers(&list(true, Some(1), 1).await.unwrap()), [2]);
+    assert_eq!(numbers(&list(true, Some(2), 10).await.unwrap()), [4]);
+    assert_eq!(
+        numbers(&list(true, Some(4), 10).await.unwrap()),
+        [] as [u64; 0]
+    );
+    assert_eq!(numbers(&list(false, Some(3), 1).await.unwrap()), [5]);
+    assert_eq!(numbers(&list(false, Some(0), 10).await.unwrap()), [3, 5, 6]);
+    assert!(list(false, None, 0).await.unwrap().is_empty());
+    assert!(list(false, Some(u64::MAX), 10).await.unwrap().is_empty());
+    // Full records come back.
+    assert_eq!(
+        list(true, Some(3), 1).await.unwrap(),
+        [finished(4, "m4", 40)]
+    );
+    // Another instance's turns never mix in.
+    let none = s.list_turns(NS, "zzz", all(false)).await.unwrap();
+    assert!(none.is_empty());
+}
+
+async fn list_instances_filters_and_order(s: &dyn Store) {
+    for (id, t, v) in [
+        ("d", "order", "v1"),
+        ("b", "order", "v2"),
+        ("e", "invoice", "v1"),
+        ("a", "order", "v1"),
+        ("c", "invoice", "v2"),
+        ("B", "order", "v1"),
+    ] {
+        ok(s, create(typed(id, 1, t, v), vec![])).await;
+    }
+    ok(s, create(inst_in("other", "a0", 1), vec![])).await;
+
+    let list = |t, v, after, limit| s.list_instances(NS, filter(t, v, after, limit));
+    // Ascending by id, byte order (upper case first).
+    assert_eq!(
+        ids(&list(None, None, None, 100).await.unwrap()),
+        ["B", "a", "b", "c", "d", "e"]
+    );
+    assert_eq!(
+        ids(&list(Some("order"), None, None, 100).await.unwrap()),
+        ["B", "a", "b", "d"]
+    );
+    assert_eq!(
+        ids(&list(None, Some("v2"), None, 100).await.unwrap()),
+        ["b", "c"]
+    );
+    assert_eq!(
+        ids(&list(Some("order"), Some("v1"), None, 100).await.unwrap()),
+        ["B", "a", "d"]
+    );
+    assert_eq!(
+        ids(&list(None, None, Some("b"), 100).await.unwrap()),
+        ["c", "d", "e"]
+    );
+    assert_eq!(
+        ids(&list(Some("order"), Some("v1"), Some("a"), 1).await.unwrap()),
+        ["d"]
+    );
+    assert_eq!(ids(&list(None, None, None, 2).await.unwrap()), ["B", "a"]);
+    assert!(list(None, None, None, 0).await.unwrap().is_empty());
+    assert!(list(Some("nope"), None, None, 10).await.unwrap().is_empty());
+    assert!(list(None, None, Some("e"), 10).await.unwrap().is_empty());
+    // Full records.
+    let got = list(Some("invoice"), Some("v2"), None, 10).await.unwrap();
+    assert_eq!(got, [typed("c", 1, "invoice", "v2")]);
+}
+
+async fn count_instances(s: &dyn Store) {
+    let mut pending = typed("a", 1, "order", "v1");
+    pending.pending = vec![1];
+    ok(s, create(pending, vec![turn(1, "m1")])).await;
+    ok(s, create(typed("b", 1, "order", "v1"), vec![])).await;
+    let mut pending2 = typed("c", 1, "order", "v2");
+    pending2.pending = vec![1, 2];
+    ok(s, create(pending2, vec![turn(1, "m1"), turn(2, "m2")])).await;
+    ok(s, create(typed("d", 1, "invoice", "v1"), vec![])).await;
+    let mut elsewhere = inst_in("other", "e", 1);
+    elsewhere.pending = vec![1];
+    ok(s, create(elsewhere, vec![turn(1, "m1")])).await;
+
+    assert_eq!(s.count_instances(NS, "order", None).await.unwrap(), (3, 2));
+    assert_eq!(
+        s.count_instances(NS, "order", Some("v1")).await.unwrap(),
+        (2, 1)
+    );
+    assert_eq!(
+        s.count_instances(NS, "order", Some("v2")).await.unwrap(),
+        (1, 1)
+    );
+    assert_eq!(
+        s.count_instances(NS, "order", Some("v3")).await.unwrap(),
+        (0, 0)
+    );
+    assert_eq!(
+        s.count_instances(NS, "invoice", None).await.unwrap(),
+        (1, 0)
+    );
+    assert_eq!(s.count_instances(NS, "nope", None).await.unwrap(), (0, 0));
+    assert_eq!(
+        s.count_instances("other", "order", None).await.unwrap(),
+        (1, 1)
+    );
+
+    // Emptying the inbox changes the second count.
+    ok(s, write(typed("a", 2, "order", "v1"), Some(1), vec![])).await;
+    assert_eq!(s.count_instances(NS, "order", None).await.unwrap(), (3, 1));
+}
+
+async fn due_ordering_limit_and_filter(s: &dyn Store) {
+    for i in [
+        due_at("late", "order", "v1", Some(30)),
+        due_at("early", "order", "v1", Some(10)),
+        due_at("tie-b", "order", "v1", Some(20)),
+        due_at("tie-a", "order", "v1", Some(20)),
+        due_at("now", "order", "v1", Some(50)),
+        due_at("future", "order", "v1", Some(51)),
+        due_at("never", "order", "v1", None),
+        due_at("negative", "order", "v1", Some(-5)),
+        due_at("other-version", "order", "v2", Some(1)),
+        due_at("other-type", "invoice", "v1", Some(2)),
+        due_at("crossed", "invoice", "v2", Some(3)),
+    ] {
+        ok(s, create(i, vec![])).await;
+    }
+    let mut elsewhere = inst_in("other", "elsewhere", 1);
+    elsewhere.due_at_ms = Some(0);
+    ok(s, create(elsewhere, vec![])).await;
+
+    let order = [wf("order", "v1")];
+    assert_eq!(
+        s.due(NS, &order, 50, 100).await.unwrap(),
+        ["negative", "early", "tie-a", "tie-b", "late", "now"]
+    );
+    assert_eq!(
+        s.due(NS, &order, 50, 3).await.unwrap(),
+        ["negative", "early", "tie-a"]
+    );
+    assert_eq!(
+        s.due(NS, &order, 19, 100).await.unwrap(),
+        ["negative", "early"]
+    );
+    assert!(s.due(NS, &order, -6, 100).await.unwrap().is_empty());
+    assert!(s.due(NS, &order, 50, 0).await.unwrap().is_empty());
+    assert!(s.due(NS, &[], 1_000, 100).await.unwrap().is_empty());
+    // Several workflows merge by due time; pairs match on both type and version.
+    assert_eq!(
+        s.due(NS, &[wf("invoice", "v1"), wf("order", "v2")], 100, 100)
+            .await
+            .unwrap(),
+        ["other-version", "other-type"]
+    );
+    assert_eq!(
+        s.due(NS, &[wf("order", "v1"), wf("invoice", "v1")], 15, 100)
+            .await
+            .unwrap(),
+        ["negative", "other-type", "early"]
+    );
+    // A repeated workflow does not repeat ids.
+    assert_eq!(
+        s.due(NS, &[wf("order", "v2"), wf("order", "v2")], 100, 100)
+            .await
+            .unwrap(),
+        ["other-version"]
+    );
+    assert!(s
+        .due(NS, &[wf("nope", "v1")], 1_000, 100)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        s.due("other", &order, 100, 100).await.unwrap(),
+        ["elsewhere"]
+    );
+
+    // Moving the due time moves the instance.
+    let mut moved = due_at("early", "order", "v1", None);
+    moved.revision = 2;
+    ok(s, write(moved, Some(1), vec![])).await;
+    assert_eq!(s.due(NS, &order, 19, 100).await.unwrap(), ["negative"]);
+}
+
+async fn next_due(s: &dyn Store) {
+    let order = [wf("order", "v1")];
+    assert_eq!(s.next_due(NS, &order).await.unwrap(), None);
+    ok(s, create(due_at("never", "order", "v1", None), vec![])).await;
+    assert_eq!(s.next_due(NS, &order).await.unwrap(), None);
+    for i in [
+        due_at("a", "order", "v1", Some(300)),
+        due_at("b", "order", "v1", Some(200)),
+        due_at("c", "order", "v2", Some(100)),
+        due_at("d", "invoice", "v1", Some(150)),
+    ] {
+        ok(s, create(i, vec![])).await;
+    }
+    let mut elsewhere = inst_in("other", "e", 1);
+    elsewhere.due_at_ms = Some(1);
+    ok(s, create(elsewhere, vec![])).await;
+
+    assert_eq!(s.next_due(NS, &order).await.unwrap(), Some(200));
+    assert_eq!(
+        s.next_due(NS, &[wf("order", "v1"), wf("invoice", "v1")])
+            .await
+            .unwrap(),
+        Some(150)
+    );
+    assert_eq!(
+        s.next_due(NS, &[wf("order", "v2"), wf("order", "v1")])
+            .await
+            .unwrap(),
+        Some(100)
+    );
+    assert_eq!(s.next_due(NS, &[wf("invoice", "v2")]).await.unwrap(), None);
+    assert_eq!(s.next_due(NS, &[]).await.unwrap(), None);
+    assert_eq!(s.next_due("other", &order).await.unwrap(), Some(1));
+}
+
+async fn finished_turn_is_immutable(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![finished(1, "m1", 10)])).await;
+    // The identical record may be written again.
+    ok(s, write(inst("a", 2), Some(1), vec![finished(1, "m1", 10)])).await;
+
+    // Any change is refused, and the whole write set with it.
+    let mut changed = finished(1, "m1", 10);
+    changed.result = json!("rewritten");
+    let mut next = inst("a", 3);
+    next.state = json!("should not land");
+    refused(
+        s,
+        write(next.clone(), Some(2), vec![turn(2, "m2"), changed]),
+    )
+    .await;
+    let mut unfinished = turn(1, "m1");
+    unfinished.status = TurnStatus::Queued;
+    refused(s, write(next, Some(2), vec![turn(2, "m2"), unfinished])).await;
+
+    assert_eq!(load(s, "a").await, Some(inst("a", 2)));
+    assert_eq!(load_turn(s, "a", 1).await, Some(finished(1, "m1", 10)));
+    assert_eq!(load_turn(s, "a", 2).await, None);
+    assert_eq!(s.find_message(NS, "a", "m2").await.unwrap(), None);
+    // The revision did not move: the next writer still expects 2.
+    ok(s, write(inst("a", 3), Some(2), vec![turn(2, "m2")])).await;
+}
+
+async fn message_id_cannot_change(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![turn(1, "m1")])).await;
+    refused(s, write(inst("a", 2), Some(1), vec![turn(1, "renamed")])).await;
+    assert_eq!(load(s, "a").await, Some(inst("a", 1)));
+    assert_eq!(load_turn(s, "a", 1).await, Some(turn(1, "m1")));
+    assert_eq!(s.find_message(NS, "a", "renamed").await.unwrap(), None);
+}
+
+async fn duplicate_message_id_refused(s: &dyn Store) {
+    ok(
+        s,
+        create(inst("a", 1), vec![turn(1, "m1"), finished(2, "m2", 5)]),
+    )
+    .await;
+    refused(
+        s,
+        write(inst("a", 2), Some(1), vec![turn(3, "m3"), turn(4, "m1")]),
+    )
+    .await;
+    refused(s, write(inst("a", 2), Some(1), vec![turn(4, "m2")])).await;
+    assert_eq!(load(s, "a").await, Some(inst("a", 1)));
+    assert_eq!(load_turn(s, "a", 3).await, None);
+    assert_eq!(load_turn(s, "a", 4).await, None);
+    assert_eq!(
+        s.find_message(NS, "a", "m1").await.unwrap(),
+        Some(turn(1, "m1"))
+    );
+    // The same message id in another instance is fine.
+    ok(s, create(inst("b", 1), vec![turn(1, "m1")])).await;
+}
+
+async fn retention_keeps_newest_and_recent(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![])).await;
+    // Turns 1..=6 finished at 10, 50, 20, 60, 70, 80; turn 7 unfinished.
+    let history = vec![
+        finished(1, "m1", 10),
+        finished(2, "m2", 50),
+        finished(3, "m3", 20),
+        finished(4, "m4", 60),
+        finished(5, "m5", 70),
+        finished(6, "m6", 80),
+        turn(7, "m7"),
+    ];
+    let mut next = inst("a", 2);
+    next.history_pruned_through = 999; // ignored: the store maintains it
+    let mut w = write(next, Some(1), history);
+    // Keep the newest 2 (5, 6) and anything finished at or after 50 (2, 4).
+    w.retention = Some(Retention {
+        keep_turns: 2,
+        keep_since_ms: 50,
+    });
+    ok(s, w).await;
+
+    let kept = s.list_turns(NS, "a", all(true)).await.unwrap();
+    assert_eq!(numbers(&kept), [2, 4, 5, 6]);
+    assert_eq!(
+        numbers(&s.list_turns(NS, "a", all(false)).await.unwrap()),
+        [7]
+    );
+    assert_eq!(load_turn(s, "a", 1).await, None);
+    assert_eq!(load_turn(s, "a", 3).await, None);
+    let stored = load(s, "a").await.unwrap();
+    assert_eq!(stored.history_pruned_through, 3);
+    assert_eq!(
+        stored,
+        InstanceRecord {
+            history_pruned_through: 3,
+            ..inst("a", 2)
+        }
+    );
+    // Pruned message ids are free again.
+    assert_eq!(s.find_message(NS, "a", "m1").await.unwrap(), None);
+
+    // A write without retention keeps the stored value whatever the record says.
+    ok(s, write(inst("a", 3), Some(2), vec![turn(8, "m1")])).await;
+    assert_eq!(load(s, "a").await.unwrap().history_pruned_through, 3);
+    assert_eq!(
+        s.find_message(NS, "a", "m1").await.unwrap(),
+        Some(turn(8, "m1"))
+    );
+
+    // Everything but the newest turn goes once nothing is recent; the mark only rises.
+    let mut w = write(inst("a", 4), Some(3), vec![]);
+    w.retention = Some(Retention {
+        keep_turns: 1,
+        keep_since_ms: 1_000,
+    });
+    ok(s, w).await;
+    assert_eq!(
+        numbers(&s.list_turns(NS, "a", all(true)).await.unwrap()),
+        [6]
+    );
+    assert_eq!(load(s, "a").await.unwrap().history_pruned_through, 5);
+    assert_eq!(
+        numbers(&s.list_turns(NS, "a", all(false)).await.unwrap()),
+        [7, 8]
+    );
+}
+
+async fn retention_is_noop_within_limits(s: &dyn Store) {
+    let mut first = inst("a", 1);
+    first.history_pruned_through = 7; // ignored on create too
+    let mut w = create(first, vec![finished(1, "m1", 10), finished(2, "m2", 20)]);
+    w.retention = Some(Retention {
+        keep_turns: 5,
+        keep_since_ms: 1_000,
+    });
+    ok(s, w).await;
+    assert_eq!(load(s, "a").await, Some(inst("a", 1)));
+    // Old enough, but among the newest kept.
+    let mut w = write(inst("a", 2), Some(1), vec![]);
+    w.retention = Some(Retention {
+        keep_turns: 2,
+        keep_since_ms: 1_000,
+    });
+    ok(s, w).await;
+    // Not among the newest, but recent.
+    let mut w = write(inst("a", 3), Some(2), vec![]);
+    w.retention = Some(Retention {
+        keep_turns: 1,
+        keep_since_ms: 10,
+    });
+    ok(s, w).await;
+    assert_eq!(
+        numbers(&s.list_turns(NS, "a", all(true)).await.unwrap()),
+        [1, 2]
+    );
+    assert_eq!(load(s, "a").await.unwrap().history_pruned_through, 0);
+}
+
+async fn arbitrary_precision_round_trips(s: &dyn Store) {
+    let numbers_json = r#"{"big": 123456789012345678901234567890, "dec": 1.10,
+        "neg": -0.000000000000000000000000001, "exp": 1e400, "list": [1.0, 2.50, 18446744073709551616]}"#;
+    let exact: Value = serde_json::from_str(numbers_json).unwrap();
+    let mut i = inst("a", 1);
+    i.state = exact.clone();
+    let mut t = finished(1, "m1", 5);
+    t.message = exact.clone();
+    t.result = json!({"total": exact["big"].clone()});
+    t.state_after = exact.clone();
+    let mut origin = MessageOrigin::new("app");
+    origin.fields.insert("amount".into(), exact["dec"].clone());
+    t.origin = Some(origin);
+    ok(s, create(i.clone(), vec![t.clone()])).await;
+
+    let text = |v: &Value| serde_json::to_string(v).unwrap();
+    let back = load(s, "a").await.unwrap();
+    assert_eq!(back, i);
+    assert_eq!(text(&back.state), text(&exact));
+    assert!(text(&back.state).contains("123456789012345678901234567890"));
+    assert!(text(&back.state).contains("1.10"));
+    let listed = s
+        .list_instances(NS, filter(None, None, None, 1))
+        .await
+        .unwrap();
+    assert_eq!(text(&listed[0].state), text(&exact));
+
+    let turn_back = load_turn(s, "a", 1).await.unwrap();
+    assert_eq!(turn_back, t);
+    assert_eq!(text(&turn_back.message), text(&exact));
+    assert_eq!(text(&turn_back.origin.unwrap().fields["amount"]), "1.10");
+    let found = s.find_message(NS, "a", "m1").await.unwrap().unwrap();
+    assert_eq!(
+        text(&found.result),
+        r#"{"total":123456789012345678901234567890}"#
+    );
+    let history = s.list_turns(NS, "a", all(true)).await.unwrap();
+    assert_eq!(text(&history[0].state_after), text(&exact));
+    // A finished turn with exact numbers is still "the same" when written again.
+    ok(s, write(inst("a", 2), Some(1), vec![t])).await;
+}
+
+async fn namespaces_are_isolated(s: &dyn Store) {
+    let mut x = due_at("same", "order", "v1", Some(10));
+    x.pending = vec![1];
+    ok(s, create(x, vec![turn(1, "m1")])).await;
+    conflict(s, create(inst("same", 1), vec![])).await;
+    // The same id in another namespace is another instance, created from scratch.
+    let other = |rev| inst_in("blue", "same", rev);
+    ok(s, create(other(1), vec![turn(1, "m1"), turn(2, "m2")])).await;
+    ok(s, write(other(2), Some(1), vec![])).await;
+    ok(s, write(other(3), Some(2), vec![])).await;
+
+    assert_eq!(load(s, "same").await.unwrap().revision, 1);
+    assert_eq!(
+        s.load_instance("blue", "same").await.unwrap(),
+        Some(other(3))
+    );
+    assert_eq!(load_turn(s, "same", 2).await, None);
+    assert_eq!(
+        s.find_message("blue", "same", "m2").await.unwrap(),
+        Some(turn(2, "m2"))
+    );
+    assert_eq!(s.find_message(NS, "same", "m2").await.unwrap(), None);
+    assert_eq!(s.count_instances(NS, "order", None).await.unwrap(), (1, 1));
+    assert_eq!(
+        s.count_instances("blue", "order", None).await.unwrap(),
+        (1, 0)
+    );
+    let order = [wf("order", "v1")];
+    assert_eq!(
+        s.due("blue", &order, 100, 10).await.unwrap(),
+        [] as [String; 0]
+    );
+    assert_eq!(s.next_due("blue", &order).await.unwrap(), None);
+    assert_eq!(s.due(NS, &order, 100, 10).await.unwrap(), ["same"]);
+    let listed = s.list_instances("blue", filter(None, None, None, 10)).await;
+    assert_eq!(listed.unwrap(), [other(3)]);
+    assert!(s
+        .list_instances("nowhere", filter(None, None, None, 10))
+        .await
+        .unwrap()
+        .is_empty());
+
+    // Deleting in one namespace leaves the other alone.
+    ok(s, delete("blue", "same", 3)).await;
+    assert_eq!(s.load_instance("blue", "same").await.unwrap(), None);
+    assert_eq!(load(s, "same").await.unwrap().revision, 1);
+    assert_eq!(load_turn(s, "same", 1).await, Some(turn(1, "m1")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite only
+
+#[tokio::test]
+async fn sqlite_data_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    {
+        let s = SqliteStore::open(&path).await.unwrap();
+        ok(&s, create(inst("a", 1), vec![])).await;
+        let mut w = write(
+            due_at("a", "order", "v1", Some(7)),
+            Some(1),
+            vec![finished(1, "m1", 1), finished(2, "m2", 2), turn(3, "m3")],
+        );
+        if let Some(i) = w.instance.as_mut() {
+            i.revision = 2;
+        }
+        w.retention = Some(Retention {
+            keep_turns: 1,
+            keep_since_ms: 100,
+        });
+        ok(&s, w).await;
+        ok(&s, create(inst_in("blue", "b", 1), vec![])).await;
+    }
+    let s = SqliteStore::open(&path).await.unwrap();
+    let a = load(&s, "a").await.unwrap();
+    assert_eq!(a.revision, 2);
+    assert_eq!(a.history_pruned_through, 1);
+    assert_eq!(a.due_at_ms, Some(7));
+    assert_eq!(load_turn(&s, "a", 2).await, Some(finished(2, "m2", 2)));
+    assert_eq!(load_turn(&s, "a", 1).await, None);
+    assert_eq!(
+        s.find_message(NS, "a", "m3").await.unwrap(),
+        Some(turn(3, "m3"))
+    );
+    assert_eq!(
+        s.due(NS, &[wf("order", "v1")], 10, 10).await.unwrap(),
+        ["a"]
+    );
+    assert_eq!(
+        s.load_instance("blue", "b").await.unwrap(),
+        Some(inst_in("blue", "b", 1))
+    );
+    // Writing goes on from the stored revision.
+    conflict(&s, create(inst("a", 1), vec![])).await;
+    ok(&s, write(inst("a", 3), Some(2), vec![])).await;
+    assert_eq!(load(&s, "a").await.unwrap().history_pruned_through, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_group_commit_isolates_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(open_sqlite(dir.path(), SqliteOptions::default()).await);
+    ok(&*s, create(inst("hot", 1), vec![turn(1, "taken")])).await;
+
+    const N: usize = 400;
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("i{i:04}");
+            let w = match i % 40 {
+                // Stale: `hot` is at revision 1.
+                1 => write(inst("hot", 5), Some(4), vec![turn(2, "x")]),
+                // Refused: the message id is taken.
+                2 => write(inst("hot", 2), Some(1), vec![turn(9, "taken")]),
+                // Refused after writing part of it: one message id for two new turns.
+                3 => create(inst(&id, 1), vec![turn(1, "twice"), turn(2, "twice")]),
+                _ => create(inst(&id, 1), vec![turn(1, &id)]),
+            };
+            let relaxed = i % 2 == 0;
+            let w = WriteSet {
+                durability: if relaxed {
+                    Durability::Relaxed
+                } else {
+                    Durability::Durable
+                },
+                ..w
+            };
+            (i, s.commit(w).await)
+        }));
+    }
+    let mut landed = 0;
+    for t in tasks {
+        let (i, result) = t.await.unwrap();
+        match i % 40 {
+            1 => assert_eq!(result, Err(CommitError::Conflict), "task {i}"),
+            2 | 3 => assert!(matches!(result, Err(CommitError::Store(_))), "task {i}"),
+            _ => {
+                assert_eq!(result, Ok(()), "task {i}");
+                landed += 1;
+            }
+        }
+    }
+    assert_eq!(landed, N - 3 * N / 40);
+    for i in (0..N).filter(|i| matches!(i % 40, 3)) {
+        let id = format!("i{i:04}");
+        assert_eq!(load(&*s, &id).await, None, "{id}");
+        assert_eq!(load_turn(&*s, &id, 1).await, None, "{id}");
+    }
+    for i in (0..N).filter(|i| !matches!(i % 40, 1..=3)) {
+        let id = format!("i{i:04}");
+        assert_eq!(load(&*s, &id).await, Some(inst(&id, 1)), "{id}");
+        assert_eq!(load_turn(&*s, &id, 1).await, Some(turn(1, &id)));
+    }
+    assert_eq!(load(&*s, "hot").await, Some(inst("hot", 1)));
+    assert_eq!(load_turn(&*s, "hot", 9).await, None);
+    let all = s.list_instances(NS, filter(None, None, None, 10_000)).await;
+    assert_eq!(all.unwrap().len(), landed + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_relaxed_and_durable_commits_persist() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    {
+        let s = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let mut tasks = Vec::new();
+        for i in 0..100u64 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                let id = format!("r{i}");
+                let mut w = create(inst(&id, 1), vec![turn(1, "m")]);
+                // A run of relaxed-only commits, then mixed ones.
+                if i < 50 || i % 3 == 0 {
+                    w.durability = Durability::Relaxed;
+                }
+                s.commit(w).await
+            }));
+        }
+        for t in tasks {
+            assert_eq!(t.await.unwrap(), Ok(()));
+        }
+        // A relaxed commit after the last durable one, with nothing after it.
+        let mut last = write(inst("r0", 2), Some(1), vec![finished(1, "m", 3)]);
+        last.durability = Durability::Relaxed;
+        ok(&*s, last).await;
+    }
+    let s = SqliteStore::open(&path).await.unwrap();
+    for i in 0..100u64 {
+        let id = format!("r{i}");
+        let want = if i == 0 { 2 } else { 1 };
+        assert_eq!(load(&s, &id).await.unwrap().revision, want, "{id}");
+    }
+    assert_eq!(load_turn(&s, "r0", 1).await, Some(finished(1, "m", 3)));
+}
+
+#[tokio::test]
+async fn sqlite_refuses_newer_schema_and_foreign_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    drop(SqliteStore::open(&path).await.unwrap());
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA user_version = 99").unwrap();
+    }
+    let err = SqliteStore::open(&path).await.unwrap_err();
+    assert!(err.0.contains("schema version 99"), "{err}");
+
+    let foreign = dir.path().join("foreign.db");
+    {
+        let conn = rusqlite::Connection::open(&foreign).unwrap();
+        conn.execute_batch("CREATE TABLE t (x); PRAGMA user_version = 3")
+            .unwrap();
+    }
+    let err = SqliteStore::open(&foreign).await.unwrap_err();
+    assert!(err.0.contains("not a turnwise store"), "{err}");
+
+    let missing = dir.path().join("no-such-dir").join("store.db");
+    let err = SqliteStore::open(&missing).await.unwrap_err();
+    assert!(err.0.starts_with("sqlite: open"), "{err}");
+}
+
+#[tokio::test]
+async fn sqlite_cache_follows_commits() {
+    // Reads between writes must never see an older record than the last acknowledged commit.
+    let dir = tempfile::tempdir().unwrap();
+    let options = SqliteOptions::default().with_cache_instances(2);
+    let s = open_sqlite(dir.path(), options).await;
+    for id in ["a", "b", "c", "d"] {
+        ok(&s, create(inst(id, 1), vec![])).await;
+    }
+    for rev in 2..20u64 {
+        for id in ["a", "b", "c", "d"] {
+            assert_eq!(load(&s, id).await.unwrap().revision, rev - 1);
+            ok(&s, write(inst(id, rev), Some(rev - 1), vec![])).await;
+            assert_eq!(load(&s, id).await.unwrap().revision, rev);
+        }
+    }
+    ok(&s, delete(NS, "a", 19)).await;
+    assert_eq!(load(&s, "a").await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_long_relaxed_runs_persist() {
+    // Enough relaxed-only commits to make the writer checkpoint between them.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    const TASKS: u64 = 64;
+    const REVISIONS: u64 = 80;
+    {
+        let s = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let mut tasks = Vec::new();
+        for k in 0..TASKS {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                let id = format!("k{k}");
+                for rev in 1..=REVISIONS {
+                    let mut w = write(inst(&id, rev), (rev > 1).then(|| rev - 1), vec![]);
+                    w.durability = Durability::Relaxed;
+                    s.commit(w).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+    let s = SqliteStore::open(&path).await.unwrap();
+    for k in 0..TASKS {
+        assert_eq!(
+            load(&s, &format!("k{k}")).await.unwrap().revision,
+            REVISIONS
+        );
+    }
+}
