@@ -498,7 +498,9 @@ impl StepCtx {
     fn start(turn: Arc<TurnShared>, key: &str, cursor: Value, hb: Option<Duration>) -> (Self, Writer) {
         let (tx, rx) = mpsc::unbounded_channel();
         let every = match hb {
-            Some(d) => (d / 2).clamp(Duration::from_millis(50), turn.progress_every),
+            // min(progress_every, max(50 ms, heartbeat_timeout / 2)), as the wire says; a
+            // clamp would panic when progress_every is under 50 ms (the test env uses zero).
+            Some(d) => (d / 2).max(Duration::from_millis(50)).min(turn.progress_every),
             None => turn.progress_every,
         };
         let inner = Arc::new(StepInner {
