@@ -59,15 +59,7 @@ impl<W: Workflow> Runnable for Registered<W> {
                 codec::decode(&JsonCodec, "message", &task.turn.message).map_err(permanent)?;
             let mut ctx = Turn::<W>::new(shared, task.turn.steps);
             let done = self.0.run(&mut ctx, state, message).await?;
-            let left = ctx.unreplayed();
-            if left > 0 {
-                return Err(permanent(format_args!(
-                    "workflow {} {}: the handler returned with {left} saved step(s) not replayed; \
-                     keep the code of existing versions unchanged",
-                    W::NAME,
-                    W::VERSION
-                )));
-            }
+            ctx.check_replayed()?;
             let (state, _) = codec::encode_verified(&JsonCodec, "state", &done.state).map_err(permanent)?;
             let result = match &done.reply {
                 Some(r) => codec::encode_verified(&JsonCodec, "reply", r).map_err(permanent)?.0,
