@@ -77,7 +77,9 @@ impl Codec for JsonCodec {
         // serde_json writes a non-finite float as `null`: `Some(f64::NAN)` would come back as
         // `None` and a NaN field would fail to decode without a path. Refuse it by path first.
         if let Some(path) = finite::non_finite_path(value) {
-            return Err(format!("non-finite number at {path}; JSON has no NaN or infinity"));
+            return Err(format!(
+                "non-finite number at {path}; JSON has no NaN or infinity"
+            ));
         }
         serde_json::to_value(value).map_err(|e| e.to_string())
     }
@@ -146,13 +148,26 @@ pub fn encode_verified<C: Codec, T: Serialize + DeserializeOwned>(
     what: &str,
     value: &T,
 ) -> Result<(Value, T), CodecError> {
-    let encoded = codec.encode(value).map_err(|message| CodecError::Encode { what: what.to_owned(), message })?;
+    let encoded = codec.encode(value).map_err(|message| CodecError::Encode {
+        what: what.to_owned(),
+        message,
+    })?;
     check_floats(what, &encoded)?;
     let decoded: T = decode(codec, what, &encoded)?;
-    let again = codec.encode(&decoded).map_err(|message| CodecError::Encode { what: what.to_owned(), message })?;
+    let again = codec
+        .encode(&decoded)
+        .map_err(|message| CodecError::Encode {
+            what: what.to_owned(),
+            message,
+        })?;
     if canonical_bytes(&encoded) != canonical_bytes(&again) {
         let (path, a, b) = first_difference(&encoded, &again);
-        return Err(CodecError::RoundTrip { what: what.to_owned(), path, encoded: a, reencoded: b });
+        return Err(CodecError::RoundTrip {
+            what: what.to_owned(),
+            path,
+            encoded: a,
+            reencoded: b,
+        });
     }
     Ok((encoded, decoded))
 }
@@ -176,7 +191,11 @@ pub fn encode_verified_eq<C: Codec, T: Serialize + DeserializeOwned + PartialEq>
 }
 
 /// Decode JSON into `T`, naming the value in the error.
-pub fn decode<C: Codec, T: DeserializeOwned>(codec: &C, what: &str, value: &Value) -> Result<T, CodecError> {
+pub fn decode<C: Codec, T: DeserializeOwned>(
+    codec: &C,
+    what: &str,
+    value: &Value,
+) -> Result<T, CodecError> {
     codec.decode(value).map_err(|message| CodecError::Decode {
         what: what.to_owned(),
         type_name: std::any::type_name::<T>(),
@@ -265,7 +284,11 @@ mod finite {
 
     impl Walk<'_> {
         /// Walk `value` one level down, under `segment`; the path is restored unless found.
-        fn child<T: Serialize + ?Sized>(&mut self, segment: impl FnOnce(&mut String), value: &T) -> Result<(), Stop> {
+        fn child<T: Serialize + ?Sized>(
+            &mut self,
+            segment: impl FnOnce(&mut String),
+            value: &T,
+        ) -> Result<(), Stop> {
             let len = self.path.len();
             segment(self.path);
             value.serialize(Walk { path: self.path })?;
@@ -291,7 +314,11 @@ mod finite {
 
     impl<'p> Compound<'p> {
         fn new(walk: Walk<'p>) -> Self {
-            Self { walk, index: 0, key: None }
+            Self {
+                walk,
+                index: 0,
+                key: None,
+            }
         }
 
         fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
@@ -381,10 +408,19 @@ mod finite {
         fn serialize_unit_struct(self, _: &'static str) -> Result<(), Stop> {
             Ok(())
         }
-        fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<(), Stop> {
+        fn serialize_unit_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+        ) -> Result<(), Stop> {
             Ok(())
         }
-        fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _: &'static str, value: &T) -> Result<(), Stop> {
+        fn serialize_newtype_struct<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            value: &T,
+        ) -> Result<(), Stop> {
             value.serialize(self)
         }
         fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -502,7 +538,11 @@ mod finite {
     impl ser::SerializeStruct for Compound<'_> {
         type Ok = ();
         type Error = Stop;
-        fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Stop> {
+        fn serialize_field<T: Serialize + ?Sized>(
+            &mut self,
+            key: &'static str,
+            value: &T,
+        ) -> Result<(), Stop> {
             self.field(key, value)
         }
         fn end(self) -> Result<(), Stop> {
@@ -513,7 +553,11 @@ mod finite {
     impl ser::SerializeStructVariant for Compound<'_> {
         type Ok = ();
         type Error = Stop;
-        fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Stop> {
+        fn serialize_field<T: Serialize + ?Sized>(
+            &mut self,
+            key: &'static str,
+            value: &T,
+        ) -> Result<(), Stop> {
             self.field(key, value)
         }
         fn end(self) -> Result<(), Stop> {
@@ -599,7 +643,10 @@ mod tests {
     fn difference_names_the_path() {
         let a = json!({"items": [{"price": 1}, {"price": 2}, {"price": 3}]});
         let b = json!({"items": [{"price": 1}, {"price": 2}, {"price": 4}]});
-        assert_eq!(first_difference(&a, &b), ("$.items[2].price".into(), "3".into(), "4".into()));
+        assert_eq!(
+            first_difference(&a, &b),
+            ("$.items[2].price".into(), "3".into(), "4".into())
+        );
         let c = json!({"odd key": 1});
         assert_eq!(first_difference(&c, &json!({})).0, r#"$["odd key"]"#);
     }
@@ -629,7 +676,13 @@ mod tests {
 
     #[test]
     fn lossy_value_fails_with_its_path() {
-        let cart = Cart { items: vec![Item { price: Lossy(2) }, Item { price: Lossy(4) }, Item { price: Lossy(6) }] };
+        let cart = Cart {
+            items: vec![
+                Item { price: Lossy(2) },
+                Item { price: Lossy(4) },
+                Item { price: Lossy(6) },
+            ],
+        };
         let err = encode_verified(&JsonCodec, "step `cart`", &cart).unwrap_err();
         match err {
             CodecError::RoundTrip { path, .. } => assert_eq!(path, "$.items[0].price"),
@@ -639,9 +692,12 @@ mod tests {
 
     #[test]
     fn nan_is_refused_by_name() {
-        let err = encode_verified(&JsonCodec, "state", &json!(null)).map(|_| ()).and_then(|()| {
-            encode_verified::<_, Vec<f64>>(&JsonCodec, "state", &vec![1.0, f64::INFINITY]).map(|_| ())
-        });
+        let err = encode_verified(&JsonCodec, "state", &json!(null))
+            .map(|_| ())
+            .and_then(|()| {
+                encode_verified::<_, Vec<f64>>(&JsonCodec, "state", &vec![1.0, f64::INFINITY])
+                    .map(|_| ())
+            });
         let msg = err.unwrap_err().to_string();
         assert!(msg.starts_with("state:"), "{msg}");
     }

@@ -74,7 +74,9 @@ impl TurnShared {
     async fn check<T>(&self, r: Result<T, Error>) -> Result<T, TurnError> {
         match r {
             Ok(v) => Ok(v),
-            Err(e) if matches!(e.status(), 404 | 409) => self.stop(Interrupt::Lost(e.to_string())).await,
+            Err(e) if matches!(e.status(), 404 | 409) => {
+                self.stop(Interrupt::Lost(e.to_string())).await
+            }
             Err(e) => Err(TurnError::Retry(Box::new(e))),
         }
     }
@@ -93,7 +95,11 @@ pub struct StepOptions {
 
 impl Default for StepOptions {
     fn default() -> Self {
-        Self { kind: OperationKind::Step, timeout: Duration::from_secs(300), heartbeat_timeout: None }
+        Self {
+            kind: OperationKind::Step,
+            timeout: Duration::from_secs(300),
+            heartbeat_timeout: None,
+        }
     }
 }
 
@@ -120,7 +126,13 @@ impl<W> std::fmt::Debug for Turn<W> {
 
 impl<W: Workflow> Turn<W> {
     pub(crate) fn new(shared: Arc<TurnShared>, saved: Vec<StepCheckpoint>) -> Self {
-        Self { shared, saved, position: 0, keys: HashSet::new(), _workflow: PhantomData }
+        Self {
+            shared,
+            saved,
+            position: 0,
+            keys: HashSet::new(),
+            _workflow: PhantomData,
+        }
     }
 
     /// The instance id.
@@ -172,10 +184,18 @@ impl<W: Workflow> Turn<W> {
     ) -> Result<Option<StepCheckpoint>, TurnError> {
         let position = self.position;
         if !validate::is_identifier(key) {
-            return Err(self.fail(position, format_args!("step key {key:?} is invalid: use 1-128 of A-Z a-z 0-9 _ - .")));
+            return Err(self.fail(
+                position,
+                format_args!("step key {key:?} is invalid: use 1-128 of A-Z a-z 0-9 _ - ."),
+            ));
         }
         if !self.keys.insert(key.to_owned()) {
-            return Err(self.fail(position, format_args!("step key `{key}` is used twice; step keys must be unique within a turn")));
+            return Err(self.fail(
+                position,
+                format_args!(
+                    "step key `{key}` is used twice; step keys must be unique within a turn"
+                ),
+            ));
         }
         let Some(old) = self.saved.get(position) else {
             if position >= MAX_STEPS {
@@ -185,7 +205,10 @@ impl<W: Workflow> Turn<W> {
                 ));
             }
             if let Some(i) = self.saved.iter().position(|s| s.key == key) {
-                return Err(self.fail(position, format_args!("step key `{key}` is already saved at position {i}")));
+                return Err(self.fail(
+                    position,
+                    format_args!("step key `{key}` is already saved at position {i}"),
+                ));
             }
             self.position += 1;
             return Ok(None);
@@ -221,10 +244,21 @@ impl<W: Workflow> Turn<W> {
         F: FnOnce(StepCtx) -> Fut + Send + 'a,
         Fut: Future<Output = Result<T, TurnError>> + Send + 'a,
     {
-        Step { turn: self, key: key.into(), options: StepOptions::default(), f, _t: PhantomData }
+        Step {
+            turn: self,
+            key: key.into(),
+            options: StepOptions::default(),
+            f,
+            _t: PhantomData,
+        }
     }
 
-    async fn run_step<T, F, Fut>(&mut self, key: String, options: StepOptions, f: F) -> Result<T, TurnError>
+    async fn run_step<T, F, Fut>(
+        &mut self,
+        key: String,
+        options: StepOptions,
+        f: F,
+    ) -> Result<T, TurnError>
     where
         T: Serialize + DeserializeOwned + Send,
         F: FnOnce(StepCtx) -> Fut + Send,
@@ -232,7 +266,8 @@ impl<W: Workflow> Turn<W> {
     {
         let what = format!("step `{key}`");
         if let Some(old) = self.next(&key, CheckpointKind::Step, None, None)? {
-            return codec::decode(&JsonCodec, &what, &old.output).map_err(|e| TurnError::Permanent(e.into()));
+            return codec::decode(&JsonCodec, &what, &old.output)
+                .map_err(|e| TurnError::Permanent(e.into()));
         }
         let position = (self.position - 1) as u32;
         let timeout_ms = options.timeout.as_millis() as u64;
@@ -250,12 +285,15 @@ impl<W: Workflow> Turn<W> {
             .await;
         let op = self.shared.check(op).await?;
         let cursor = op.operation.map_or(Value::Null, |o| o.checkpoint);
-        let (ctx, writer) = StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
+        let (ctx, writer) =
+            StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
         let deadline = Instant::now() + options.timeout;
         let mut fut = std::pin::pin!(f(ctx.clone()));
         let mut last = ctx.inner.last_write.subscribe();
         let out = loop {
-            let quiet = options.heartbeat_timeout.map(|d| *last.borrow_and_update() + d);
+            let quiet = options
+                .heartbeat_timeout
+                .map(|d| *last.borrow_and_update() + d);
             tokio::select! {
                 biased;
                 out = &mut fut => break out,
@@ -274,11 +312,13 @@ impl<W: Workflow> Turn<W> {
         let flushed = writer.finish().await;
         let value = out?;
         if let Err(e @ Error::Invalid { .. }) = flushed {
-            return Err(TurnError::permanent(format!("{what}: progress was refused: {e}")));
+            return Err(TurnError::permanent(format!(
+                "{what}: progress was refused: {e}"
+            )));
         }
         self.shared.check(flushed).await?;
-        let (encoded, decoded) =
-            codec::encode_verified(&JsonCodec, &what, &value).map_err(|e| TurnError::Permanent(e.into()))?;
+        let (encoded, decoded) = codec::encode_verified(&JsonCodec, &what, &value)
+            .map_err(|e| TurnError::Permanent(e.into()))?;
         let saved = self
             .shared
             .backend
@@ -307,10 +347,17 @@ impl<W: Workflow> Turn<W> {
     /// A durable sleep. The first time, the turn is released and this call never returns: the
     /// worker drops the handler here. When the sleep is due the turn runs again from the top,
     /// and this call returns at once.
-    pub async fn sleep(&mut self, key: impl Into<String>, duration: Duration) -> Result<(), TurnError> {
+    pub async fn sleep(
+        &mut self,
+        key: impl Into<String>,
+        duration: Duration,
+    ) -> Result<(), TurnError> {
         let key = key.into();
         let delay_ms = duration.as_millis() as u64;
-        if self.next(&key, CheckpointKind::Sleep, Some(delay_ms), None)?.is_some() {
+        if self
+            .next(&key, CheckpointKind::Sleep, Some(delay_ms), None)?
+            .is_some()
+        {
             return Ok(());
         }
         let position = (self.position - 1) as u32;
@@ -335,7 +382,11 @@ impl<W: Workflow> Turn<W> {
     /// deadline, `None` when time ran out. Signals sent earlier to this turn are buffered and
     /// the oldest is taken first. Without a signal the turn is released here and runs again
     /// from the top when one arrives or the deadline passes.
-    pub async fn wait_for_signal<S>(&mut self, key: impl Into<String>, timeout: Duration) -> Result<Option<S>, TurnError>
+    pub async fn wait_for_signal<S>(
+        &mut self,
+        key: impl Into<String>,
+        timeout: Duration,
+    ) -> Result<Option<S>, TurnError>
     where
         S: Signal,
         W: Accepts<S>,
@@ -344,7 +395,12 @@ impl<W: Workflow> Turn<W> {
         let timeout_ms = timeout.as_millis() as u64;
         let what = format!("signal wait `{key}`");
         let position = self.position;
-        let output = match self.next(&key, CheckpointKind::Signal, Some(timeout_ms), Some(S::NAME))? {
+        let output = match self.next(
+            &key,
+            CheckpointKind::Signal,
+            Some(timeout_ms),
+            Some(S::NAME),
+        )? {
             Some(old) => old.output,
             None => {
                 self.shared.heartbeats.send_replace(false);
@@ -365,7 +421,9 @@ impl<W: Workflow> Turn<W> {
                 }
                 self.shared.heartbeats.send_replace(true);
                 let Some(step) = turn.steps.get(position).cloned() else {
-                    return Err(self.fail(position, "the signal wait answered no step at its position"));
+                    return Err(
+                        self.fail(position, "the signal wait answered no step at its position")
+                    );
                 };
                 self.saved.push(step.clone());
                 step.output
@@ -375,18 +433,29 @@ impl<W: Workflow> Turn<W> {
             return Ok(None);
         }
         let value = output.get("value").cloned().unwrap_or(Value::Null);
-        codec::decode(&JsonCodec, &what, &value).map(Some).map_err(|e| TurnError::Permanent(e.into()))
+        codec::decode(&JsonCodec, &what, &value)
+            .map(Some)
+            .map_err(|e| TurnError::Permanent(e.into()))
     }
 
     /// End the turn with `state` and continue with `message` as the next turn, appended at the
     /// tail of the inbox atomically with this turn's state.
-    pub fn continue_(&self, state: W::State, message: W::Message) -> Done<W::State, W::Reply, W::Message> {
+    pub fn continue_(
+        &self,
+        state: W::State,
+        message: W::Message,
+    ) -> Done<W::State, W::Reply, W::Message> {
         Done::new(state).continue_with(message)
     }
 }
 
 /// A durable call as replay errors name it, e.g. ``sleep `nap` delay_ms=1000``.
-fn describe(kind: CheckpointKind, key: &str, delay_ms: Option<u64>, signal: Option<&str>) -> String {
+fn describe(
+    kind: CheckpointKind,
+    key: &str,
+    delay_ms: Option<u64>,
+    signal: Option<&str>,
+) -> String {
     let mut out = format!("{kind} `{key}`");
     if let Some(d) = delay_ms {
         out.push_str(&format!(" delay_ms={d}"));
@@ -480,7 +549,10 @@ pub struct StepCtx {
 
 impl std::fmt::Debug for StepCtx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepCtx").field("key", &self.inner.key).field("effect_id", &self.inner.effect_id).finish()
+        f.debug_struct("StepCtx")
+            .field("key", &self.inner.key)
+            .field("effect_id", &self.inner.effect_id)
+            .finish()
     }
 }
 
@@ -509,12 +581,19 @@ impl Drop for Writer {
 }
 
 impl StepCtx {
-    fn start(turn: Arc<TurnShared>, key: &str, cursor: Value, hb: Option<Duration>) -> (Self, Writer) {
+    fn start(
+        turn: Arc<TurnShared>,
+        key: &str,
+        cursor: Value,
+        hb: Option<Duration>,
+    ) -> (Self, Writer) {
         let (tx, rx) = mpsc::unbounded_channel();
         let every = match hb {
             // min(progress_every, max(50 ms, heartbeat_timeout / 2)), as the wire says; a
             // clamp would panic when progress_every is under 50 ms (the test env uses zero).
-            Some(d) => (d / 2).max(Duration::from_millis(50)).min(turn.progress_every),
+            Some(d) => (d / 2)
+                .max(Duration::from_millis(50))
+                .min(turn.progress_every),
             None => turn.progress_every,
         };
         let inner = Arc::new(StepInner {
@@ -548,7 +627,12 @@ impl StepCtx {
     /// The resume cursor of the last heartbeat of an earlier attempt of this step, decoded as
     /// `C`; `None` on a first attempt (or if it does not decode as `C`).
     pub fn checkpoint<C: DeserializeOwned>(&self) -> Option<C> {
-        let cursor = self.inner.cursor.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let cursor = self
+            .inner
+            .cursor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if cursor.is_null() {
             return None;
         }
@@ -562,8 +646,15 @@ impl StepCtx {
         let cursor = serde_json::to_value(&cursor)
             .map_err(|e| TurnError::permanent(format!("{what}: cannot be encoded: {e}")))?;
         let (tx, rx) = oneshot::channel();
-        if self.inner.writes.send(Write::Heartbeat(cursor, tx)).is_err() {
-            return Err(TurnError::permanent(format!("{what}: the step has already finished")));
+        if self
+            .inner
+            .writes
+            .send(Write::Heartbeat(cursor, tx))
+            .is_err()
+        {
+            return Err(TurnError::permanent(format!(
+                "{what}: the step has already finished"
+            )));
         }
         let r = rx.await.unwrap_or(Ok(()));
         self.inner.turn.check(r).await
@@ -585,7 +676,10 @@ impl StepCtx {
         if !unit.is_empty() {
             details.insert("unit".into(), json!(unit));
         }
-        let _ = self.inner.writes.send(Write::Progress(Value::Object(details)));
+        let _ = self
+            .inner
+            .writes
+            .send(Write::Progress(Value::Object(details)));
     }
 }
 
@@ -620,7 +714,12 @@ async fn progress_writer(
             r
         }
     };
-    let cursor = || step.cursor.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let cursor = || {
+        step.cursor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    };
 
     loop {
         let flush_at = held.as_ref().and(last_sent).map(|t| t + every);
@@ -635,7 +734,9 @@ async fn progress_writer(
                 continue;
             }
         };
-        let Some(msg) = msg else { return failed.map_or(Ok(()), Err) };
+        let Some(msg) = msg else {
+            return failed.map_or(Ok(()), Err);
+        };
         match msg {
             Write::Progress(details) => {
                 if let Err(e) = validate::progress_details(&details) {

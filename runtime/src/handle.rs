@@ -10,7 +10,10 @@ use crate::protocol::*;
 use crate::workflow::{Accepts, Signal, Workflow};
 
 fn codec_error(e: codec::CodecError) -> Error {
-    Error::Invalid { param: "value".into(), message: e.to_string() }
+    Error::Invalid {
+        param: "value".into(),
+        message: e.to_string(),
+    }
 }
 
 /// Start and address instances of a workflow. Implemented for every [`Workflow`].
@@ -42,13 +45,25 @@ pub trait WorkflowExt: Workflow {
                     on_exhausted: Some(options.on_exhausted),
                 })
                 .await?;
-            Ok(Handle { backend, id, _w: PhantomData })
+            Ok(Handle {
+                backend,
+                id,
+                _w: PhantomData,
+            })
         }
     }
 
     /// A handle on an existing instance (nothing is checked until it is used).
-    fn handle<B: Backend + Clone + 'static>(&self, backend: &B, id: impl Into<String>) -> Handle<Self> {
-        Handle { backend: Arc::new(backend.clone()), id: id.into(), _w: PhantomData }
+    fn handle<B: Backend + Clone + 'static>(
+        &self,
+        backend: &B,
+        id: impl Into<String>,
+    ) -> Handle<Self> {
+        Handle {
+            backend: Arc::new(backend.clone()),
+            id: id.into(),
+            _w: PhantomData,
+        }
     }
 }
 
@@ -63,7 +78,11 @@ pub struct Handle<W> {
 
 impl<W> Clone for Handle<W> {
     fn clone(&self) -> Self {
-        Self { backend: self.backend.clone(), id: self.id.clone(), _w: PhantomData }
+        Self {
+            backend: self.backend.clone(),
+            id: self.id.clone(),
+            _w: PhantomData,
+        }
     }
 }
 
@@ -80,8 +99,13 @@ impl<W: Workflow> Handle<W> {
     }
 
     /// Admit a message under `message_id` (admitted once: a repeat answers the first turn).
-    pub async fn send(&self, message: W::Message, message_id: impl Into<String>) -> Result<WorkflowTurn> {
-        let (message, _) = codec::encode_verified(&JsonCodec, "message", &message).map_err(codec_error)?;
+    pub async fn send(
+        &self,
+        message: W::Message,
+        message_id: impl Into<String>,
+    ) -> Result<WorkflowTurn> {
+        let (message, _) =
+            codec::encode_verified(&JsonCodec, "message", &message).map_err(codec_error)?;
         self.backend
             .send_message(MessageRequest {
                 workflow_id: self.id.clone(),
@@ -93,14 +117,26 @@ impl<W: Workflow> Handle<W> {
     }
 
     /// Send signal `S` to turn `turn` under event id `id` (delivered once).
-    pub async fn signal<S>(&self, turn: u64, value: S, id: impl Into<String>) -> Result<WorkflowTurn>
+    pub async fn signal<S>(
+        &self,
+        turn: u64,
+        value: S,
+        id: impl Into<String>,
+    ) -> Result<WorkflowTurn>
     where
         S: Signal,
         W: Accepts<S>,
     {
-        let (value, _) = codec::encode_verified(&JsonCodec, "signal", &value).map_err(codec_error)?;
+        let (value, _) =
+            codec::encode_verified(&JsonCodec, "signal", &value).map_err(codec_error)?;
         self.backend
-            .signal(SignalRequest { workflow_id: self.id.clone(), turn, id: id.into(), name: S::NAME.to_owned(), value })
+            .signal(SignalRequest {
+                workflow_id: self.id.clone(),
+                turn,
+                id: id.into(),
+                name: S::NAME.to_owned(),
+                value,
+            })
             .await
     }
 
@@ -117,7 +153,12 @@ impl<W: Workflow> Handle<W> {
 
     /// One turn, pending or kept in history.
     pub async fn turn(&self, turn: u64) -> Result<WorkflowTurn> {
-        self.backend.turn(TurnQuery { id: self.id.clone(), turn }).await
+        self.backend
+            .turn(TurnQuery {
+                id: self.id.clone(),
+                turn,
+            })
+            .await
     }
 
     /// The reply of a completed turn, decoded; `None` while the turn has not completed.
@@ -126,23 +167,42 @@ impl<W: Workflow> Handle<W> {
         if t.status != TurnStatus::Completed {
             return Ok(None);
         }
-        codec::decode(&JsonCodec, "reply", &t.result).map(Some).map_err(codec_error)
+        codec::decode(&JsonCodec, "reply", &t.result)
+            .map(Some)
+            .map_err(codec_error)
     }
 
     /// The unfinished turns, oldest first (a page of up to 100, with payloads).
     pub async fn inbox(&self) -> Result<InboxResponse> {
         self.backend
-            .instance_inbox(InboxQuery { id: self.id.clone(), after: None, limit: Some(100), payloads: true })
+            .instance_inbox(InboxQuery {
+                id: self.id.clone(),
+                after: None,
+                limit: Some(100),
+                payloads: true,
+            })
             .await
     }
 
     /// Finished turns after `after` (a page of up to 50).
     pub async fn history(&self, after: Option<u64>) -> Result<HistoryResponse> {
-        self.backend.history(HistoryQuery { id: self.id.clone(), after, limit: Some(50) }).await
+        self.backend
+            .history(HistoryQuery {
+                id: self.id.clone(),
+                after,
+                limit: Some(50),
+            })
+            .await
     }
 
     async fn control(&self, action: ControlAction, turn: Option<u64>) -> Result<WorkflowInstance> {
-        self.backend.control(ControlRequest { workflow_id: self.id.clone(), action, turn }).await
+        self.backend
+            .control(ControlRequest {
+                workflow_id: self.id.clone(),
+                action,
+                turn,
+            })
+            .await
     }
 
     /// Stop handing out claims (messages are still admitted).
@@ -171,6 +231,12 @@ impl<W: Workflow> Handle<W> {
     }
     /// Delete the instance with its inbox and history.
     pub async fn delete(&self) -> Result<bool> {
-        Ok(self.backend.delete_instance(DeleteRequest { workflow_id: self.id.clone() }).await?.deleted)
+        Ok(self
+            .backend
+            .delete_instance(DeleteRequest {
+                workflow_id: self.id.clone(),
+            })
+            .await?
+            .deleted)
     }
 }

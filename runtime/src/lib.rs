@@ -106,4 +106,7 @@ pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};
 pub use error::{Error, Result};
 pub use handle::{Handle, WorkflowExt};
 pub use worker::{RunningWorker, Worker};
-pub use workflow::{Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions, WorkflowWait};
+pub use workflow::{
+    Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
+    WorkflowWait,
+};

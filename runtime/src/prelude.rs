@@ -7,5 +7,6 @@ pub use crate::handle::{Handle, WorkflowExt};
 pub use crate::protocol::{OnExhausted, OperationKind};
 pub use crate::worker::Worker;
 pub use crate::workflow::{
-    Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions, WorkflowWait,
+    Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
+    WorkflowWait,
 };

@@ -71,7 +71,11 @@ impl TestEnv {
             .id("test-worker")
             .clock(Arc::new(clock.clone()) as Arc<dyn Clock>)
             .progress_every(Duration::ZERO);
-        Self { engine, clock, worker }
+        Self {
+            engine,
+            clock,
+            worker,
+        }
     }
 
     /// Let the environment's worker run this workflow.

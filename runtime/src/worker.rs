@@ -38,7 +38,11 @@ pub(crate) struct Finished {
 /// A registered workflow with its types erased.
 pub(crate) trait Runnable: Send + Sync {
     fn workflow_ref(&self) -> WorkflowRef;
-    fn run(&self, shared: Arc<TurnShared>, task: TurnTask) -> BoxFuture<'_, Result<Finished, TurnError>>;
+    fn run(
+        &self,
+        shared: Arc<TurnShared>,
+        task: TurnTask,
+    ) -> BoxFuture<'_, Result<Finished, TurnError>>;
 }
 
 struct Registered<W>(W);
@@ -52,24 +56,42 @@ impl<W: Workflow> Runnable for Registered<W> {
         WorkflowRef::new(W::NAME, W::VERSION)
     }
 
-    fn run(&self, shared: Arc<TurnShared>, task: TurnTask) -> BoxFuture<'_, Result<Finished, TurnError>> {
+    fn run(
+        &self,
+        shared: Arc<TurnShared>,
+        task: TurnTask,
+    ) -> BoxFuture<'_, Result<Finished, TurnError>> {
         Box::pin(async move {
-            let state: W::State = codec::decode(&JsonCodec, "state", &task.state).map_err(permanent)?;
+            let state: W::State =
+                codec::decode(&JsonCodec, "state", &task.state).map_err(permanent)?;
             let message: W::Message =
                 codec::decode(&JsonCodec, "message", &task.turn.message).map_err(permanent)?;
             let mut ctx = Turn::<W>::new(shared, task.turn.steps);
             let done = self.0.run(&mut ctx, state, message).await?;
             ctx.check_replayed()?;
-            let (state, _) = codec::encode_verified(&JsonCodec, "state", &done.state).map_err(permanent)?;
+            let (state, _) =
+                codec::encode_verified(&JsonCodec, "state", &done.state).map_err(permanent)?;
             let result = match &done.reply {
-                Some(r) => codec::encode_verified(&JsonCodec, "reply", r).map_err(permanent)?.0,
+                Some(r) => {
+                    codec::encode_verified(&JsonCodec, "reply", r)
+                        .map_err(permanent)?
+                        .0
+                }
                 None => Value::Null,
             };
             let next = match &done.next {
-                Some(m) => Some(codec::encode_verified(&JsonCodec, "continuation message", m).map_err(permanent)?.0),
+                Some(m) => Some(
+                    codec::encode_verified(&JsonCodec, "continuation message", m)
+                        .map_err(permanent)?
+                        .0,
+                ),
                 None => None,
             };
-            Ok(Finished { state, result, next })
+            Ok(Finished {
+                state,
+                result,
+                next,
+            })
         })
     }
 }
@@ -150,7 +172,10 @@ pub struct Worker {
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker").field("options", &self.options).field("workflows", &self.registry.refs()).finish()
+        f.debug_struct("Worker")
+            .field("options", &self.options)
+            .field("workflows", &self.registry.refs())
+            .finish()
     }
 }
 
@@ -227,7 +252,12 @@ impl Worker {
     /// whether a turn was claimed.
     pub async fn run_once(&self) -> Result<bool, Error> {
         let (_tx, stop) = watch::channel(Stop::Running);
-        match self.backend.claim(self.claim_request(Duration::ZERO)).await?.task {
+        match self
+            .backend
+            .claim(self.claim_request(Duration::ZERO))
+            .await?
+            .task
+        {
             Some(task) => {
                 self.drive(task, stop).await;
                 Ok(true)
@@ -251,7 +281,8 @@ impl Worker {
     pub async fn run(self) -> Result<(), Error> {
         use tokio::signal::unix::{signal, SignalKind};
         let handler = |kind: SignalKind, name: &str| {
-            signal(kind).map_err(|e| Error::Transport(format!("installing the {name} handler: {e}")))
+            signal(kind)
+                .map_err(|e| Error::Transport(format!("installing the {name} handler: {e}")))
         };
         let mut term = handler(SignalKind::terminate(), "SIGTERM")?;
         let mut int = handler(SignalKind::interrupt(), "SIGINT")?;
@@ -338,7 +369,10 @@ impl Worker {
                     _ = s.changed() => return Ok(()),
                 }
             }
-            let claimed = self.backend.claim(self.claim_request(self.options.claim_wait)).await;
+            let claimed = self
+                .backend
+                .claim(self.claim_request(self.options.claim_wait))
+                .await;
             let task = match claimed {
                 Ok(r) => {
                     backoff = Duration::ZERO;
@@ -364,8 +398,11 @@ impl Worker {
     }
 
     async fn release(&self, task: &TurnTask) {
-        let lease =
-            Lease { workflow_id: task.turn.workflow_id.clone(), turn: task.turn.number, token: task.token.clone() };
+        let lease = Lease {
+            workflow_id: task.turn.workflow_id.clone(),
+            turn: task.turn.number,
+            token: task.token.clone(),
+        };
         self.release_lease(lease).await;
     }
 
@@ -467,7 +504,9 @@ impl Worker {
         };
         match self.backend.complete(req).await {
             Ok(_) => tracing::debug!("turn completed"),
-            Err(e) if matches!(e.status(), 404 | 409) => tracing::debug!(error = %e, "turn lost before completing"),
+            Err(e) if matches!(e.status(), 404 | 409) => {
+                tracing::debug!(error = %e, "turn lost before completing")
+            }
             Err(e) => self.fail(lease, TurnError::Retry(Box::new(e))).await,
         }
     }
@@ -481,11 +520,20 @@ impl Worker {
         };
         let error = e.wire_message();
         tracing::info!(%error, non_retryable, "attempt failed");
-        let req = FailRequest { lease, error, non_retryable, retry_at_ms, usage: None, results: None };
+        let req = FailRequest {
+            lease,
+            error,
+            non_retryable,
+            retry_at_ms,
+            usage: None,
+            results: None,
+        };
         match self.backend.fail(req).await {
             Ok(_) => {}
             Err(e) if matches!(e.status(), 404 | 409) => {}
-            Err(e) => tracing::warn!(error = %e, "reporting the failure failed; the lease will expire"),
+            Err(e) => {
+                tracing::warn!(error = %e, "reporting the failure failed; the lease will expire")
+            }
         }
     }
 }
@@ -526,6 +574,8 @@ impl RunningWorker {
     }
 
     async fn join(self) -> Result<(), Error> {
-        self.task.await.unwrap_or_else(|e| Err(Error::Transport(format!("worker task: {e}"))))
+        self.task
+            .await
+            .unwrap_or_else(|e| Err(Error::Transport(format!("worker task: {e}"))))
     }
 }

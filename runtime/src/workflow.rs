@@ -28,7 +28,11 @@ pub struct WorkflowOptions {
 
 impl Default for WorkflowOptions {
     fn default() -> Self {
-        Self { max_attempts: 3, lease: Duration::from_secs(60), on_exhausted: OnExhausted::Block }
+        Self {
+            max_attempts: 3,
+            lease: Duration::from_secs(60),
+            on_exhausted: OnExhausted::Block,
+        }
     }
 }
 
@@ -117,8 +121,10 @@ pub trait Workflow: Send + Sync + Sized + 'static {
 }
 
 /// What a turn handler returns.
-pub type TurnResult<W> =
-    Result<Done<<W as Workflow>::State, <W as Workflow>::Reply, <W as Workflow>::Message>, TurnError>;
+pub type TurnResult<W> = Result<
+    Done<<W as Workflow>::State, <W as Workflow>::Reply, <W as Workflow>::Message>,
+    TurnError,
+>;
 
 /// A signal type: a value delivered to one turn under a name.
 ///
@@ -158,7 +164,11 @@ pub struct Done<S, R, M> {
 impl<S, R, M> Done<S, R, M> {
     /// The turn ends with this state and no reply.
     pub fn new(state: S) -> Self {
-        Self { state, reply: None, next: None }
+        Self {
+            state,
+            reply: None,
+            next: None,
+        }
     }
 
     /// Record a reply.
@@ -208,7 +218,10 @@ pub struct WorkflowWait {
 impl WorkflowWait {
     /// Wait until `retry_at_ms`.
     pub fn until(retry_at_ms: Millis) -> Self {
-        Self { retry_at_ms, reason: "the turn waits".into() }
+        Self {
+            retry_at_ms,
+            reason: "the turn waits".into(),
+        }
     }
 
     /// Say why.

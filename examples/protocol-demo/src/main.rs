@@ -11,7 +11,9 @@ use turnwise::{Backend, Engine};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).unwrap_or_else(|| "turnwise-demo.db".into());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "turnwise-demo.db".into());
     let engine = Engine::open(&path).await?;
     println!("embedded engine over {path}");
 
@@ -51,9 +53,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             wait_ms: 0,
             include_execution_credential: None,
         };
-        let Some(task) = engine.claim(claim).await?.task else { break };
+        let Some(task) = engine.claim(claim).await?.task else {
+            break;
+        };
         let turn = &task.turn;
-        let lease = Lease { workflow_id: turn.workflow_id.clone(), turn: turn.number, token: task.token.clone() };
+        let lease = Lease {
+            workflow_id: turn.workflow_id.clone(),
+            turn: turn.number,
+            token: task.token.clone(),
+        };
         let add = turn.message["add"].as_u64().unwrap_or(0);
 
         // A step: announce it, do the work, checkpoint its output.
@@ -94,7 +102,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let inst = engine.get_instance("counter-1").await?;
     let history = engine
-        .history(HistoryQuery { id: "counter-1".into(), after: inst.history_through.checked_sub(3), limit: None })
+        .history(HistoryQuery {
+            id: "counter-1".into(),
+            after: inst.history_through.checked_sub(3),
+            limit: None,
+        })
         .await?;
     println!(
         "instance counter-1: status {}, state {}, {} completed turns",
@@ -102,7 +114,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for t in history.turns {
         let reply: &Value = &t.result;
-        println!("  history turn {}: {} -> reply {reply}", t.number, t.message);
+        println!(
+            "  history turn {}: {} -> reply {reply}",
+            t.number, t.message
+        );
     }
     Ok(())
 }
