@@ -74,6 +74,13 @@ pub struct JsonCodec;
 
 impl Codec for JsonCodec {
     fn encode<T: Serialize + ?Sized>(&self, value: &T) -> Result<Value, String> {
+        // serde_json writes a non-finite float as `null`: `Some(f64::NAN)` would come back as
+        // `None` and a NaN field would fail to decode without a path. Refuse it by path first.
+        if let Some(path) = finite::non_finite_path(value) {
+            return Err(format!(
+                "non-finite number at {path}; JSON has no NaN or infinity"
+            ));
+        }
         serde_json::to_value(value).map_err(|e| e.to_string())
     }
 
@@ -229,6 +236,333 @@ fn check_floats(what: &str, v: &Value) -> Result<(), CodecError> {
             message: format!("non-finite number at {path}; JSON has no NaN or infinity"),
         }),
         None => Ok(()),
+    }
+}
+
+/// Finds the first non-finite float a value serializes, by walking it through serde.
+mod finite {
+    use std::fmt::Write as _;
+
+    use serde::ser::{self, Serialize};
+
+    use super::push_key;
+
+    /// The JSON path of the first NaN or infinite float in `value`, if any.
+    pub(super) fn non_finite_path<T: Serialize + ?Sized>(value: &T) -> Option<String> {
+        let mut path = "$".to_owned();
+        match value.serialize(Walk { path: &mut path }) {
+            Err(Stop::Found) => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Why the walk stopped: a non-finite float (the path is left pointing at it), or an
+    /// error of the value's own `Serialize`, which the real encode reports.
+    #[derive(Debug)]
+    enum Stop {
+        Found,
+        Other,
+    }
+
+    impl std::fmt::Display for Stop {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("stopped")
+        }
+    }
+
+    impl std::error::Error for Stop {}
+
+    impl ser::Error for Stop {
+        fn custom<T: std::fmt::Display>(_: T) -> Self {
+            Stop::Other
+        }
+    }
+
+    struct Walk<'p> {
+        path: &'p mut String,
+    }
+
+    impl Walk<'_> {
+        /// Walk `value` one level down, under `segment`; the path is restored unless found.
+        fn child<T: Serialize + ?Sized>(
+            &mut self,
+            segment: impl FnOnce(&mut String),
+            value: &T,
+        ) -> Result<(), Stop> {
+            let len = self.path.len();
+            segment(self.path);
+            value.serialize(Walk { path: self.path })?;
+            self.path.truncate(len);
+            Ok(())
+        }
+
+        fn float(self, finite: bool) -> Result<(), Stop> {
+            if finite {
+                Ok(())
+            } else {
+                Err(Stop::Found)
+            }
+        }
+    }
+
+    /// A map or struct being walked; `key` is the text of the pending map key.
+    struct Compound<'p> {
+        walk: Walk<'p>,
+        index: usize,
+        key: Option<String>,
+    }
+
+    impl<'p> Compound<'p> {
+        fn new(walk: Walk<'p>) -> Self {
+            Self {
+                walk,
+                index: 0,
+                key: None,
+            }
+        }
+
+        fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+            let i = self.index;
+            self.index += 1;
+            self.walk.child(
+                |p| {
+                    let _ = write!(p, "[{i}]");
+                },
+                value,
+            )
+        }
+
+        fn field<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Stop> {
+            self.walk.child(|p| push_key(p, key), value)
+        }
+    }
+
+    impl<'p> ser::Serializer for Walk<'p> {
+        type Ok = ();
+        type Error = Stop;
+        type SerializeSeq = Compound<'p>;
+        type SerializeTuple = Compound<'p>;
+        type SerializeTupleStruct = Compound<'p>;
+        type SerializeTupleVariant = Compound<'p>;
+        type SerializeMap = Compound<'p>;
+        type SerializeStruct = Compound<'p>;
+        type SerializeStructVariant = Compound<'p>;
+
+        fn serialize_f32(self, v: f32) -> Result<(), Stop> {
+            self.float(v.is_finite())
+        }
+        fn serialize_f64(self, v: f64) -> Result<(), Stop> {
+            self.float(v.is_finite())
+        }
+        fn serialize_bool(self, _: bool) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_i8(self, _: i8) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_i16(self, _: i16) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_i32(self, _: i32) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_i64(self, _: i64) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_i128(self, _: i128) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_u8(self, _: u8) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_u16(self, _: u16) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_u32(self, _: u32) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_u64(self, _: u64) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_u128(self, _: u128) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_char(self, _: char) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_str(self, _: &str) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_bytes(self, _: &[u8]) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_none(self) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Stop> {
+            value.serialize(self)
+        }
+        fn serialize_unit(self) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_unit_struct(self, _: &'static str) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_unit_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            _: &'static str,
+        ) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn serialize_newtype_struct<T: Serialize + ?Sized>(
+            self,
+            _: &'static str,
+            value: &T,
+        ) -> Result<(), Stop> {
+            value.serialize(self)
+        }
+        fn serialize_newtype_variant<T: Serialize + ?Sized>(
+            mut self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+            value: &T,
+        ) -> Result<(), Stop> {
+            // JSON writes it as `{"Variant": value}`.
+            self.child(|p| push_key(p, variant), value)
+        }
+        fn serialize_seq(self, _: Option<usize>) -> Result<Compound<'p>, Stop> {
+            Ok(Compound::new(self))
+        }
+        fn serialize_tuple(self, _: usize) -> Result<Compound<'p>, Stop> {
+            Ok(Compound::new(self))
+        }
+        fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Compound<'p>, Stop> {
+            Ok(Compound::new(self))
+        }
+        fn serialize_tuple_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+            _: usize,
+        ) -> Result<Compound<'p>, Stop> {
+            push_key(self.path, variant);
+            Ok(Compound::new(self))
+        }
+        fn serialize_map(self, _: Option<usize>) -> Result<Compound<'p>, Stop> {
+            Ok(Compound::new(self))
+        }
+        fn serialize_struct(self, _: &'static str, _: usize) -> Result<Compound<'p>, Stop> {
+            Ok(Compound::new(self))
+        }
+        fn serialize_struct_variant(
+            self,
+            _: &'static str,
+            _: u32,
+            variant: &'static str,
+            _: usize,
+        ) -> Result<Compound<'p>, Stop> {
+            push_key(self.path, variant);
+            Ok(Compound::new(self))
+        }
+    }
+
+    impl ser::SerializeSeq for Compound<'_> {
+        type Ok = ();
+        type Error = Stop;
+        fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+            self.element(value)
+        }
+        fn end(self) -> Result<(), Stop> {
+            Ok(())
+        }
+    }
+
+    impl ser::SerializeTuple for Compound<'_> {
+        type Ok = ();
+        type Error = Stop;
+        fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+            self.element(value)
+        }
+        fn end(self) -> Result<(), Stop> {
+            Ok(())
+        }
+    }
+
+    impl ser::SerializeTupleStruct for Compound<'_> {
+        type Ok = ();
+        type Error = Stop;
+        fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+            self.element(value)
+        }
+        fn end(self) -> Result<(), Stop> {
+            Ok(())
+        }
+    }
+
+    impl ser::SerializeTupleVariant for Compound<'_> {
+        type Ok = ();
+        type Error = Stop;
+        fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+            self.element(value)
+        }
+        fn end(self) -> Result<(), Stop> {
+            Ok(())
+        }
+    }
+
+    impl ser::SerializeMap for Compound<'_> {
+        type Ok = ();
+        type Error = Stop;
+        fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Stop> {
+            // JSON object keys are strings; serde_json stringifies numbers and the like.
+            self.key = Some(match serde_json::to_value(key) {
+                Ok(serde_json::Value::String(s)) => s,
+                Ok(other) => other.to_string(),
+                Err(_) => return Err(Stop::Other),
+            });
+            Ok(())
+        }
+        fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Stop> {
+            let key = self.key.take().unwrap_or_default();
+            self.field(&key, value)
+        }
+        fn end(self) -> Result<(), Stop> {
+            Ok(())
+        }
+    }
+
+    impl ser::SerializeStruct for Compound<'_> {
+        type Ok = ();
+        type Error = Stop;
+        fn serialize_field<T: Serialize + ?Sized>(
+            &mut self,
+            key: &'static str,
+            value: &T,
+        ) -> Result<(), Stop> {
+            self.field(key, value)
+        }
+        fn end(self) -> Result<(), Stop> {
+            Ok(())
+        }
+    }
+
+    impl ser::SerializeStructVariant for Compound<'_> {
+        type Ok = ();
+        type Error = Stop;
+        fn serialize_field<T: Serialize + ?Sized>(
+            &mut self,
+            key: &'static str,
+            value: &T,
+        ) -> Result<(), Stop> {
+            self.field(key, value)
+        }
+        fn end(self) -> Result<(), Stop> {
+            Ok(())
+        }
     }
 }
 

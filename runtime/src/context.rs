@@ -152,9 +152,21 @@ impl<W: Workflow> Turn<W> {
         format!("{}/{key}", self.shared.effect_prefix)
     }
 
-    /// Saved entries not yet replayed, after the handler returned: must be zero.
-    pub(crate) fn unreplayed(&self) -> usize {
-        self.saved.len().saturating_sub(self.position)
+    /// After the handler returned: every saved entry must have been replayed. Otherwise the
+    /// permanent failure names the first entry left over and its position.
+    pub(crate) fn check_replayed(&self) -> Result<(), TurnError> {
+        let Some(old) = self.saved.get(self.position) else {
+            return Ok(());
+        };
+        let left = self.saved.len() - self.position;
+        Err(self.fail(
+            self.position,
+            format_args!(
+                "the saved turn has {} but the handler returned ({left} saved step(s) not replayed); \
+                 keep the code of existing versions unchanged and publish changes under a new version",
+                describe(old.kind, &old.key, old.delay_ms, old.signal_name.as_deref()),
+            ),
+        ))
     }
 
     fn fail(&self, position: usize, message: impl std::fmt::Display) -> TurnError {
@@ -208,16 +220,6 @@ impl<W: Workflow> Turn<W> {
             && old.delay_ms == delay_ms
             && old.signal_name.as_deref() == signal_name;
         if !matches {
-            let describe = |k: CheckpointKind, key: &str, d: Option<u64>, s: Option<&str>| {
-                let mut out = format!("{k} `{key}`");
-                if let Some(d) = d {
-                    out.push_str(&format!(" delay_ms={d}"));
-                }
-                if let Some(s) = s {
-                    out.push_str(&format!(" signal={s}"));
-                }
-                out
-            };
             return Err(self.fail(
                 position,
                 format_args!(
@@ -466,6 +468,23 @@ impl<W: Workflow> Turn<W> {
     }
 }
 
+/// A durable call as replay errors name it, e.g. ``sleep `nap` delay_ms=1000``.
+fn describe(
+    kind: CheckpointKind,
+    key: &str,
+    delay_ms: Option<u64>,
+    signal: Option<&str>,
+) -> String {
+    let mut out = format!("{kind} `{key}`");
+    if let Some(d) = delay_ms {
+        out.push_str(&format!(" delay_ms={d}"));
+    }
+    if let Some(s) = signal {
+        out.push_str(&format!(" signal={s}"));
+    }
+    out
+}
+
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -589,7 +608,8 @@ impl StepCtx {
     ) -> (Self, Writer) {
         let (tx, rx) = mpsc::unbounded_channel();
         let every = match hb {
-            // The wire's rule: min(progress interval, max(50 ms, heartbeat timeout / 2)).
+            // min(progress_every, max(50 ms, heartbeat_timeout / 2)), as the wire says; a
+            // clamp would panic when progress_every is under 50 ms (the test env uses zero).
             Some(d) => (d / 2)
                 .max(Duration::from_millis(50))
                 .min(turn.progress_every),

@@ -161,15 +161,19 @@ impl<W: Workflow> Handle<W> {
             .await
     }
 
-    /// The reply of a completed turn, decoded; `None` while the turn has not completed.
+    /// The reply of a completed turn, decoded; `None` while the turn has not completed, and
+    /// when it completed without a reply (unless `null` decodes as the reply type, e.g. `()`).
     pub async fn reply(&self, turn: u64) -> Result<Option<W::Reply>> {
         let t = self.turn(turn).await?;
         if t.status != TurnStatus::Completed {
             return Ok(None);
         }
-        codec::decode(&JsonCodec, "reply", &t.result)
-            .map(Some)
-            .map_err(codec_error)
+        match codec::decode(&JsonCodec, "reply", &t.result) {
+            Ok(reply) => Ok(Some(reply)),
+            // A turn that ended without a reply (e.g. one that continued) records `null`.
+            Err(_) if t.result.is_null() => Ok(None),
+            Err(e) => Err(codec_error(e)),
+        }
     }
 
     /// The unfinished turns, oldest first (a page of up to 100, with payloads).

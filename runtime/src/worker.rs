@@ -68,15 +68,7 @@ impl<W: Workflow> Runnable for Registered<W> {
                 codec::decode(&JsonCodec, "message", &task.turn.message).map_err(permanent)?;
             let mut ctx = Turn::<W>::new(shared, task.turn.steps);
             let done = self.0.run(&mut ctx, state, message).await?;
-            let left = ctx.unreplayed();
-            if left > 0 {
-                return Err(permanent(format_args!(
-                    "workflow {} {}: the handler returned with {left} saved step(s) not replayed; \
-                     keep the code of existing versions unchanged",
-                    W::NAME,
-                    W::VERSION
-                )));
-            }
+            ctx.check_replayed()?;
             let (state, _) =
                 codec::encode_verified(&JsonCodec, "state", &done.state).map_err(permanent)?;
             let result = match &done.reply {
@@ -447,7 +439,7 @@ impl Worker {
             });
             let every = Duration::from_millis((task.lease_ms / 3).max(20));
             let beat_timeout = Duration::from_millis((task.lease_ms / 3).max(50));
-            let mut fut = workflow.run(shared, task);
+            let mut fut = CatchPanic(workflow.run(shared, task));
             let mut next_beat = Instant::now() + every;
             enum End {
                 Finished(Result<Finished, TurnError>),
@@ -459,7 +451,12 @@ impl Worker {
                 tokio::select! {
                     biased;
                     _ = interrupted.changed() => break End::Interrupted(interrupted.borrow().clone()),
-                    r = &mut fut => break End::Finished(r),
+                    r = &mut fut => break End::Finished(r.unwrap_or_else(|panic| {
+                        // A panicking handler fails its attempt like an ordinary error, instead
+                        // of unwinding through the slot (which lost the slot, and with one slot
+                        // the whole worker, while the turn waited for its lease to expire).
+                        Err(TurnError::retry(format!("the handler panicked: {}", panic_message(&*panic))))
+                    })),
                     changed = stop.changed() => {
                         if changed.is_err() || *stop.borrow() == Stop::Release { break End::Release; }
                     }
@@ -545,6 +542,32 @@ impl Worker {
             }
         }
     }
+}
+
+/// A handler future whose panics are caught and returned.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let fut = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Pin::new(fut).poll(cx))) {
+            Ok(poll) => poll.map(Ok),
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-string panic payload")
 }
 
 fn next_backoff(prev: Duration) -> Duration {
