@@ -695,10 +695,14 @@ impl StepCtx {
         if !unit.is_empty() {
             details.insert("unit".into(), json!(unit));
         }
-        let _ = self
+        if self
             .inner
             .writes
-            .send(Write::Progress(Value::Object(details)));
+            .send(Write::Progress(Value::Object(details)))
+            .is_err()
+        {
+            tracing::warn!(key = %self.inner.key, "progress() after the step finished is ignored");
+        }
     }
 }
 
@@ -713,6 +717,8 @@ async fn progress_writer(
     let mut last_phase: Option<Value> = None;
     let mut last_sent: Option<Instant> = None;
     let mut failed: Option<Error> = None;
+    // The details last sent: a heartbeat repeats them, so it does not wipe the progress view.
+    let mut last_details = Value::Null;
 
     let send = |details: Value, cursor: Value, sequence: u64| {
         let step = step.clone();
@@ -747,6 +753,7 @@ async fn progress_writer(
             () = sleep_until_opt(flush_at) => {
                 if let Some(details) = held.take() {
                     sequence += 1;
+                    last_details = details.clone();
                     if let Err(e) = send(details, cursor(), sequence).await { failed.get_or_insert(e); }
                     last_sent = Some(Instant::now());
                 }
@@ -768,6 +775,7 @@ async fn progress_writer(
                     last_phase = phase;
                     held = None;
                     sequence += 1;
+                    last_details = details.clone();
                     if let Err(e) = send(details, cursor(), sequence).await {
                         failed.get_or_insert(e);
                     }
@@ -777,10 +785,13 @@ async fn progress_writer(
                 }
             }
             Write::Heartbeat(new_cursor, reply) => {
-                held = None;
+                // The heartbeat is newer than a held progress value: it carries it instead.
+                if let Some(details) = held.take() {
+                    last_details = details;
+                }
                 *step.cursor.lock().unwrap_or_else(|p| p.into_inner()) = new_cursor.clone();
                 sequence += 1;
-                let r = send(Value::Null, new_cursor, sequence).await;
+                let r = send(last_details.clone(), new_cursor, sequence).await;
                 last_sent = Some(Instant::now());
                 let _ = reply.send(r);
             }

@@ -323,6 +323,7 @@ impl Worker {
         for slot in 0..self.options.concurrency {
             slots.spawn(self.clone().slot(slot, stop.subscribe()));
         }
+        let mut next_slot = self.options.concurrency;
         let mut changes = stop.subscribe();
         let mut drain_timer: Option<tokio::task::JoinHandle<()>> = None;
         let mut result = Ok(());
@@ -335,6 +336,15 @@ impl Worker {
                         // what the other slots hold, then report it.
                         stop.send_replace(Stop::Release);
                         result = Err(e);
+                    }
+                    Some(Err(e)) if e.is_panic() => {
+                        // Handler panics are caught per turn; this is a panic in the slot's own
+                        // loop. Keep the worker at its concurrency rather than shrinking silently.
+                        tracing::error!(error = %e, "a worker slot panicked; starting a new one");
+                        if *stop.borrow() == Stop::Running {
+                            next_slot += 1;
+                            slots.spawn(self.clone().slot(next_slot, stop.subscribe()));
+                        }
                     }
                     Some(_) => {}
                 },
