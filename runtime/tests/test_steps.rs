@@ -480,6 +480,8 @@ enum Mode {
     EmptyPhase,
     /// Report progress with a unit the convention refuses.
     BadUnit,
+    /// Report progress, save a resume cursor with a heartbeat, then fail on the first execution.
+    HeartbeatThenFail,
 }
 
 impl Workflow for Report {
@@ -501,6 +503,13 @@ impl Workflow for Report {
                 }
                 Mode::FailOnce => {
                     s.progress("indexing", 2, Some(3), "documents");
+                    if n == 0 {
+                        return Err(TurnError::retry("index unavailable"));
+                    }
+                }
+                Mode::HeartbeatThenFail => {
+                    s.progress("indexing", 2, Some(3), "documents");
+                    s.heartbeat(2u32).await?;
                     if n == 0 {
                         return Err(TurnError::retry("index unavailable"));
                     }
@@ -582,6 +591,21 @@ async fn a_retried_turn_keeps_the_last_progress_of_its_failed_step() {
     env.advance(Duration::from_secs(1)).await.unwrap();
     assert_eq!(h.turn(turn).await.unwrap().status, TurnStatus::Completed);
     assert_eq!(wf.0.executions.load(SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_heartbeat_keeps_the_progress_it_follows() {
+    let wf = Report::default();
+    let env = TestEnv::new().register(wf.clone());
+    let h = env.start(&wf, "report-hb").await.unwrap();
+    let turn = h.send(Mode::HeartbeatThenFail, "m1").await.unwrap().number;
+
+    env.run_until_idle().await.unwrap();
+    let t = h.turn(turn).await.unwrap();
+    let p = t
+        .progress
+        .expect("the heartbeat repeated the last progress details instead of wiping them");
+    assert_eq!((p.phase.as_str(), p.done), ("indexing", 2));
 }
 
 #[tokio::test]
