@@ -1,1 +1,231 @@
-//! (in progress)
+//! The backend conformance suite: one set of protocol cases every [`turnwise::Backend`] must
+//! pass, written once against the trait.
+//!
+//! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
+//! checks ([`admission`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
+//! [`control`], [`limits`], [`retention`], [`idempotence`], [`reads`], [`validation`]). A case
+//! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
+//! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
+//! After every refusal it re-reads the instance to prove nothing was written.
+//!
+//! A backend runs the whole suite with one macro call in an integration test:
+//!
+//! ```ignore
+//! turnwise_conformance::conformance_tests!(|config: turnwise::EngineConfig| async move {
+//!     turnwise_conformance::embedded::EmbeddedFixture::memory(config)
+//! });
+//! ```
+//!
+//! The macro expands to one `#[tokio::test]` per case, so the calling crate needs `tokio`
+//! (with `macros` and `rt-multi-thread`) as a dependency. The closure receives the
+//! [`EngineConfig`](turnwise::EngineConfig) the case needs (every case uses the default except
+//! the retention cases) and builds a fresh fixture from it.
+//!
+//! The rules checked are those of `notes/semantics.md` (the engine's exact behaviour) and the
+//! wire reference.
+
+pub mod embedded;
+pub mod support;
+
+pub mod admission;
+pub mod claims;
+pub mod control;
+pub mod failures;
+pub mod idempotence;
+pub mod leases;
+pub mod limits;
+pub mod reads;
+pub mod retention;
+pub mod signals;
+pub mod steps;
+pub mod validation;
+
+#[doc(hidden)]
+pub use turnwise as __turnwise;
+
+use std::time::Duration;
+
+/// What a backend under test provides: fresh backends over one store, and its clock.
+///
+/// A fixture is made fresh for each case, so cases never see each other's instances.
+pub trait Fixture: Send + Sync + 'static {
+    /// The backend type.
+    type Backend: turnwise::Backend + Clone + Send + Sync + 'static;
+
+    /// A backend addressing the default namespace.
+    fn backend(&self) -> Self::Backend;
+
+    /// A backend addressing `namespace`, over the same store and clock.
+    fn backend_in(&self, namespace: &str) -> Self::Backend;
+
+    /// Move the backend's clock forward (a `ManualClock` for the embedded engine), waking
+    /// whatever became due.
+    fn advance(&self, by: Duration);
+}
+
+/// Move a fixture's clock forward by `ms` milliseconds.
+pub fn advance_ms(f: &impl Fixture, ms: u64) {
+    f.advance(Duration::from_millis(ms));
+}
+
+/// Expands to one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per
+/// conformance case, grouped in one module per rule group.
+///
+/// `$make` is a closure `|config: turnwise::EngineConfig| async move { fixture }` that builds a
+/// fresh [`Fixture`] for one case. Every case passes `EngineConfig::default()`, except those
+/// listed with `= config` below, which pass the configuration they need.
+///
+/// This macro is the one list of cases: adding a case is one line here plus its function.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::__conformance_cases! {
+            make = $make;
+            admission {
+                create_instance,
+                create_is_idempotent,
+                inbox_order,
+                message_dedupe,
+                message_dedupe_after_history,
+                claim_only_listed_workflows,
+            }
+            claims {
+                task_shape,
+                effect_prefix_rules,
+                idle_claim_returns_none,
+                long_poll_woken_by_admission,
+                long_poll_woken_by_due_timer,
+                long_poll_woken_by_signal,
+                long_poll_woken_by_resume,
+                namespaces_isolated,
+            }
+            leases {
+                fencing_two_claimants,
+                lease_expiry_reclaim,
+                heartbeat_extends_live_lease,
+                lease_expiry_exhausts,
+            }
+            steps {
+                step_echo,
+                step_position_rules,
+                operation_fields,
+                operation_deadline_expiry,
+                operation_heartbeat_timeout,
+                operation_carries_checkpoint,
+                progress_sequences,
+                progress_validation,
+                sleep_releases_and_resumes,
+                complete_commits,
+                continuation_queues_behind,
+            }
+            signals {
+                buffered_before_wait,
+                wait_suspends_and_resolves,
+                wait_deadline,
+                signal_dedupe,
+                signal_to_finished_turn,
+                signal_limit,
+                signal_not_found,
+            }
+            failures {
+                backoff_and_attempts,
+                non_retryable_fails_at_once,
+                retry_at_waits_without_attempt,
+                retry_at_does_not_exhaust,
+                on_exhausted_skip,
+            }
+            control {
+                pause_resume,
+                resume_clears_backoff,
+                retry_failed_turn,
+                skip_failed_turn,
+                cancel_turn,
+                wake,
+                control_errors,
+                delete_instance,
+            }
+            limits {
+                steps_per_turn,
+                state_size,
+                output_size,
+                result_size,
+                message_size,
+                turn_size,
+                pending_messages,
+                signal_size,
+                progress_sizes,
+                origin_size,
+            }
+            retention {
+                prunes_old_turns = $crate::retention::config(2, ::std::time::Duration::from_secs(1)),
+                zero_keep_turns_keeps_all = $crate::retention::config(0, ::std::time::Duration::from_secs(1)),
+                zero_keep_for_keeps_all = $crate::retention::config(1, ::std::time::Duration::ZERO),
+            }
+            idempotence {
+                checkpoint_step_repeat,
+                checkpoint_sleep_repeat,
+                operation_repeat,
+                progress_repeat,
+                wait_signal_repeat,
+                complete_repeat,
+            }
+            reads {
+                instance_status,
+                list_instances_paging,
+                instance_inbox,
+                type_inbox,
+                history_paging,
+                single_turn,
+                not_found,
+            }
+            validation {
+                invalid_identifiers,
+                reserved_names,
+                execution_credential_refused,
+                numeric_ranges,
+                checkpoint_kind_rules,
+                fail_rules,
+                origin_kind,
+                continue_prefix_reserved,
+            }
+        }
+    };
+}
+
+/// Implementation detail of [`conformance_tests!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_cases {
+    (
+        make = $make:expr;
+        $( $module:ident { $( $case:ident $( = $config:expr )? ),* $(,)? } )*
+    ) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+                $(
+                    #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $case() {
+                        let config: $crate::__turnwise::EngineConfig =
+                            $crate::__conformance_config!($($config)?);
+                        let fixture = ($make)(config).await;
+                        $crate::$module::$case(fixture).await;
+                    }
+                )*
+            }
+        )*
+    };
+}
+
+/// Implementation detail of [`conformance_tests!`]: a case's config, default when unnamed.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_config {
+    () => {
+        $crate::__turnwise::EngineConfig::default()
+    };
+    ($config:expr) => {
+        $config
+    };
+}

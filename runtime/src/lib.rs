@@ -88,12 +88,25 @@
 
 pub mod backend;
 pub mod clock;
+pub mod codec;
+pub mod context;
 pub mod engine;
 pub mod error;
+pub mod handle;
+pub mod prelude;
 pub mod protocol;
 pub mod store;
+pub mod testing;
 pub mod validate;
+pub mod worker;
+pub mod workflow;
 
 pub use backend::Backend;
 pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};
 pub use error::{Error, Result};
+pub use handle::{Handle, WorkflowExt};
+pub use worker::{RunningWorker, Worker};
+pub use workflow::{
+    Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
+    WorkflowWait,
+};

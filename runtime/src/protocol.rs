@@ -50,7 +50,9 @@ wire_enum! {
         Queued = "queued",
         /// Held by a worker under a lease.
         Running = "running",
-        /// Parked without a lease: a sleep, a signal wait, a retry wait or a backoff.
+        /// Parked without a lease until a time or a signal: a sleep, a signal wait or a
+        /// `retry_at_ms` wait. (A turn backing off after a failed attempt is `queued` with a
+        /// future `ready_at_ms`.)
         Waiting = "waiting",
         /// Finished; state and reply are saved.
         Completed = "completed",
@@ -722,7 +724,7 @@ pub struct TurnRun {
     pub id: String,
     /// When the run was claimed.
     pub started_at_ms: Millis,
-    /// Pending messages ahead of and including this one at claim time.
+    /// Unfinished turns of the instance (this one included) when the run was claimed.
     pub queue_before: u64,
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -82,6 +82,12 @@ pub(super) fn new_turn(
     }
 }
 
+/// Insert or replace a turn in a write list.
+fn upsert(turns: &mut Vec<TurnRecord>, t: TurnRecord) {
+    turns.retain(|x| x.number != t.number);
+    turns.push(t);
+}
+
 /// Refuse a turn whose stored form would exceed the limit.
 pub(super) fn turn_size(t: &TurnRecord, limit: usize) -> Result<()> {
     let v = serde_json::to_value(t)
@@ -331,6 +337,22 @@ impl Engine {
             let now = self.now();
             let mut head = self.load_head(&inst).await?;
             let mut turns = Vec::new();
+            // Decide on the head as it stands now (an expired lease may have exhausted it).
+            if let Some(h) = head.as_mut() {
+                match rules::settle(&mut inst, h, now, &self.inner.config) {
+                    Settled::Unchanged => {}
+                    Settled::Changed => turns.push(h.clone()),
+                    Settled::Finished => {
+                        turns.push(h.clone());
+                        head = None;
+                    }
+                }
+            }
+            let take = |n: u64, head: &Option<TurnRecord>, turns: &mut Vec<TurnRecord>| {
+                let i = turns.iter().position(|t| t.number == n);
+                i.map(|i| turns.remove(i))
+                    .or_else(|| head.as_ref().filter(|h| h.number == n).cloned())
+            };
             match req.action {
                 ControlAction::Pause => inst.paused = true,
                 ControlAction::Resume => {
@@ -340,12 +362,15 @@ impl Engine {
                     }) {
                         h.ready_at_ms = now;
                         rules::touch(h, now);
-                        turns.push(h.clone());
+                        upsert(&mut turns, h.clone());
                     }
                 }
                 ControlAction::Retry | ControlAction::Skip => {
                     let n = number.unwrap_or_default();
-                    let mut t = self.load_turn(&inst, n).await?;
+                    let mut t = match take(n, &head, &mut turns) {
+                        Some(t) => t,
+                        None => self.load_turn(&inst, n).await?,
+                    };
                     if t.status != TurnStatus::Failed || t.is_finished() {
                         return Err(Error::conflict(format_args!(
                             "turn {n} of `{}` is {}; only a turn that failed for good can be {}",
@@ -372,7 +397,10 @@ impl Engine {
                 }
                 ControlAction::CancelTurn => {
                     let n = number.unwrap_or_default();
-                    let mut t = self.load_turn(&inst, n).await?;
+                    let mut t = match take(n, &head, &mut turns) {
+                        Some(t) => t,
+                        None => self.load_turn(&inst, n).await?,
+                    };
                     if t.is_finished() {
                         return Err(Error::conflict(format_args!(
                             "turn {n} of `{}` is already {}; only unfinished turns can be cancelled",
@@ -396,7 +424,7 @@ impl Engine {
                         w.until_ms = now;
                     }
                     rules::touch(h, now);
-                    turns.push(h.clone());
+                    upsert(&mut turns, h.clone());
                 }
             }
             // A head that moved to history leaves the next one unknown here: look now.
@@ -454,7 +482,8 @@ impl Engine {
         let mut head = self.load_head(&inst).await?;
         if let Some(h) = head.as_mut() {
             if rules::settle(&mut inst, h, now, &self.inner.config) == Settled::Finished {
-                head = None;
+                // The head ran out of attempts and would be skipped: show the next one.
+                head = self.load_head(&inst).await?;
             }
         }
         Ok(rules::instance_view(&inst, head.as_ref(), now))

@@ -1,0 +1,623 @@
+//! The worker: claims turns, runs their handlers, heartbeats their leases, reports the result.
+//!
+//! A worker has `concurrency` slots (default 1). Each free slot long-polls one claim; each
+//! claimed turn runs in its own task with a lease heartbeat every third of the lease. A turn
+//! whose lease is lost (404/409 on any turn route, or any heartbeat failure) stops silently;
+//! the server hands it out again. Stopping drains held turns for `drain` (default 30 s), then
+//! releases the rest with a `retry_at_ms` one second ahead, so another worker picks them up.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::backend::Backend;
+use crate::clock::{Clock, SystemClock};
+use crate::codec::{self, JsonCodec};
+use crate::context::{Interrupt, Turn, TurnShared};
+use crate::error::Error;
+use crate::protocol::*;
+use crate::workflow::{TurnError, Workflow, WorkflowError};
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a finished handler asks the server to commit.
+pub(crate) struct Finished {
+    pub(crate) state: Value,
+    pub(crate) result: Value,
+    pub(crate) next: Option<Value>,
+}
+
+/// A registered workflow with its types erased.
+pub(crate) trait Runnable: Send + Sync {
+    fn workflow_ref(&self) -> WorkflowRef;
+    fn run(
+        &self,
+        shared: Arc<TurnShared>,
+        task: TurnTask,
+    ) -> BoxFuture<'_, Result<Finished, TurnError>>;
+}
+
+struct Registered<W>(W);
+
+fn permanent(e: impl std::fmt::Display) -> TurnError {
+    TurnError::Permanent(WorkflowError::new(e.to_string()))
+}
+
+impl<W: Workflow> Runnable for Registered<W> {
+    fn workflow_ref(&self) -> WorkflowRef {
+        WorkflowRef::new(W::NAME, W::VERSION)
+    }
+
+    fn run(
+        &self,
+        shared: Arc<TurnShared>,
+        task: TurnTask,
+    ) -> BoxFuture<'_, Result<Finished, TurnError>> {
+        Box::pin(async move {
+            let state: W::State =
+                codec::decode(&JsonCodec, "state", &task.state).map_err(permanent)?;
+            let message: W::Message =
+                codec::decode(&JsonCodec, "message", &task.turn.message).map_err(permanent)?;
+            let mut ctx = Turn::<W>::new(shared, task.turn.steps);
+            let done = self.0.run(&mut ctx, state, message).await?;
+            ctx.check_replayed()?;
+            let (state, _) =
+                codec::encode_verified(&JsonCodec, "state", &done.state).map_err(permanent)?;
+            let result = match &done.reply {
+                Some(r) => {
+                    codec::encode_verified(&JsonCodec, "reply", r)
+                        .map_err(permanent)?
+                        .0
+                }
+                None => Value::Null,
+            };
+            let next = match &done.next {
+                Some(m) => Some(
+                    codec::encode_verified(&JsonCodec, "continuation message", m)
+                        .map_err(permanent)?
+                        .0,
+                ),
+                None => None,
+            };
+            Ok(Finished {
+                state,
+                result,
+                next,
+            })
+        })
+    }
+}
+
+/// The workflows a worker runs, by (name, version).
+#[derive(Clone, Default)]
+pub(crate) struct Registry {
+    by_ref: HashMap<WorkflowRef, Arc<dyn Runnable>>,
+}
+
+impl Registry {
+    pub(crate) fn add<W: Workflow>(&mut self, workflow: W) {
+        let r: Arc<dyn Runnable> = Arc::new(Registered(workflow));
+        self.by_ref.insert(r.workflow_ref(), r);
+    }
+
+    fn refs(&self) -> Vec<WorkflowRef> {
+        let mut refs: Vec<WorkflowRef> = self.by_ref.keys().cloned().collect();
+        refs.sort();
+        refs
+    }
+}
+
+/// How a worker is stopping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Running,
+    /// No new claims; held turns finish.
+    Draining,
+    /// Release held turns now.
+    Release,
+}
+
+/// Worker settings.
+#[derive(Clone, Debug)]
+struct Options {
+    id: String,
+    concurrency: usize,
+    claim_wait: Duration,
+    drain: Duration,
+    progress_every: Duration,
+}
+
+/// A worker. Build it, register workflows, then [`run`](Worker::run) it.
+///
+/// ```
+/// # use turnwise::prelude::*;
+/// # use serde::{Deserialize, Serialize};
+/// # #[derive(Serialize, Deserialize, Default)] struct Count { count: u64 }
+/// # struct Counter;
+/// # impl Workflow for Counter {
+/// #     type State = Count; type Message = u64; type Reply = u64;
+/// #     const NAME: &'static str = "counter"; const VERSION: &'static str = "v1";
+/// #     async fn run(&self, ctx: &mut Turn<Self>, state: Count, add: u64) -> TurnResult<Self> {
+/// #         let add = ctx.step("add", |_s| async move { Ok(add) }).await?;
+/// #         Ok(Done::new(Count { count: state.count + add }).reply(state.count + add))
+/// #     }
+/// # }
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), turnwise::Error> {
+/// let engine = turnwise::Engine::in_memory();
+/// let counter = Counter.start(&engine, "counter-1").await?;
+/// counter.send(2, "request-1").await?;
+///
+/// let worker = Worker::new(engine.clone()).register(Counter).concurrency(4);
+/// worker.run_until_idle().await?;
+/// assert_eq!(counter.state().await?.count, 2);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Worker {
+    backend: Arc<dyn Backend>,
+    registry: Registry,
+    options: Options,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("options", &self.options)
+            .field("workflows", &self.registry.refs())
+            .finish()
+    }
+}
+
+impl Worker {
+    /// A worker over `backend` with no workflows yet.
+    pub fn new(backend: impl Backend + 'static) -> Self {
+        let id = format!("worker-{}", std::process::id());
+        Self {
+            backend: Arc::new(backend),
+            registry: Registry::default(),
+            options: Options {
+                id,
+                concurrency: 1,
+                claim_wait: Duration::from_secs(10),
+                drain: Duration::from_secs(30),
+                progress_every: Duration::from_secs(3),
+            },
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Run this workflow's turns.
+    pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
+        self.registry.add(workflow);
+        self
+    }
+
+    /// How many turns run at once (default 1).
+    pub fn concurrency(mut self, slots: usize) -> Self {
+        self.options.concurrency = slots.max(1);
+        self
+    }
+
+    /// The worker id recorded on the turns it claims (default `worker-<pid>`).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.options.id = id.into();
+        self
+    }
+
+    /// How long an idle claim waits on the server (default 10 s).
+    pub fn claim_wait(mut self, wait: Duration) -> Self {
+        self.options.claim_wait = wait;
+        self
+    }
+
+    /// How long a stop lets held turns finish before releasing them (default 30 s).
+    pub fn drain(mut self, drain: Duration) -> Self {
+        self.options.drain = drain;
+        self
+    }
+
+    /// The coalescing interval of step progress (default 3 s).
+    pub fn progress_every(mut self, every: Duration) -> Self {
+        self.options.progress_every = every;
+        self
+    }
+
+    /// The clock used for `retry_at` times (default the system clock; tests use a manual one).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    fn claim_request(&self, wait: Duration) -> ClaimRequest {
+        ClaimRequest {
+            worker: self.options.id.clone(),
+            workflows: self.registry.refs(),
+            wait_ms: wait.as_millis() as u64,
+            include_execution_credential: None,
+        }
+    }
+
+    /// Claim one ready turn without waiting and run it to the end of its attempt. Returns
+    /// whether a turn was claimed.
+    pub async fn run_once(&self) -> Result<bool, Error> {
+        let (_tx, stop) = watch::channel(Stop::Running);
+        match self
+            .backend
+            .claim(self.claim_request(Duration::ZERO))
+            .await?
+            .task
+        {
+            Some(task) => {
+                self.drive(task, stop).await;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Run turns until none is ready now. Returns how many attempts ran.
+    pub async fn run_until_idle(&self) -> Result<usize, Error> {
+        let mut n = 0;
+        while self.run_once().await? {
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Run until SIGTERM or SIGINT. The first SIGTERM drains held turns for the drain time
+    /// and then releases the rest; a SIGINT or a second SIGTERM releases them at once; a second
+    /// SIGINT stops without releasing (their leases expire).
+    pub async fn run(self) -> Result<(), Error> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let handler = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .map_err(|e| Error::Transport(format!("installing the {name} handler: {e}")))
+        };
+        let mut term = handler(SignalKind::terminate(), "SIGTERM")?;
+        let mut int = handler(SignalKind::interrupt(), "SIGINT")?;
+        let RunningWorker { stop, mut task } = self.run_async();
+        let (mut terms, mut ints) = (0, 0);
+        loop {
+            tokio::select! {
+                r = &mut task => return r.unwrap_or_else(|e| Err(Error::Transport(format!("worker task: {e}")))),
+                _ = term.recv() => {
+                    terms += 1;
+                    let next = if terms == 1 { Stop::Draining } else { Stop::Release };
+                    tracing::info!(?next, "SIGTERM");
+                    stop.send_replace(next);
+                }
+                _ = int.recv() => {
+                    ints += 1;
+                    if ints > 1 {
+                        tracing::warn!("second SIGINT: stopping without releasing held turns");
+                        task.abort();
+                        return Ok(());
+                    }
+                    tracing::info!("SIGINT: releasing held turns");
+                    stop.send_replace(Stop::Release);
+                }
+            }
+        }
+    }
+
+    /// Start the worker in the background; stop it with [`RunningWorker::stop`].
+    pub fn run_async(self) -> RunningWorker {
+        let stop = Arc::new(watch::Sender::new(Stop::Running));
+        let task = tokio::spawn(Arc::new(self).serve(stop.clone()));
+        RunningWorker { stop, task }
+    }
+
+    async fn serve(self: Arc<Self>, stop: Arc<watch::Sender<Stop>>) -> Result<(), Error> {
+        let mut slots = JoinSet::new();
+        for slot in 0..self.options.concurrency {
+            slots.spawn(self.clone().slot(slot, stop.subscribe()));
+        }
+        let mut next_slot = self.options.concurrency;
+        let mut changes = stop.subscribe();
+        let mut drain_timer: Option<tokio::task::JoinHandle<()>> = None;
+        let mut result = Ok(());
+        loop {
+            tokio::select! {
+                joined = slots.join_next() => match joined {
+                    None => break,
+                    Some(Ok(Err(e))) => {
+                        // A claim refusal other than transport/429/5xx ends the worker: release
+                        // what the other slots hold, then report it.
+                        stop.send_replace(Stop::Release);
+                        result = Err(e);
+                    }
+                    Some(Err(e)) if e.is_panic() => {
+                        // Handler panics are caught per turn; this is a panic in the slot's own
+                        // loop. Keep the worker at its concurrency rather than shrinking silently.
+                        tracing::error!(error = %e, "a worker slot panicked; starting a new one");
+                        if *stop.borrow() == Stop::Running {
+                            next_slot += 1;
+                            slots.spawn(self.clone().slot(next_slot, stop.subscribe()));
+                        }
+                    }
+                    Some(_) => {}
+                },
+                changed = changes.changed() => {
+                    if changed.is_ok() && *changes.borrow_and_update() == Stop::Draining && drain_timer.is_none() {
+                        let stop = stop.clone();
+                        let drain = self.options.drain;
+                        drain_timer = Some(tokio::spawn(async move {
+                            tokio::time::sleep(drain).await;
+                            stop.send_replace(Stop::Release);
+                        }));
+                    }
+                }
+            }
+        }
+        if let Some(t) = drain_timer {
+            t.abort();
+        }
+        result
+    }
+
+    async fn slot(self: Arc<Self>, slot: usize, stop: watch::Receiver<Stop>) -> Result<(), Error> {
+        let mut backoff = Duration::ZERO;
+        loop {
+            if *stop.borrow() != Stop::Running {
+                return Ok(());
+            }
+            if !backoff.is_zero() {
+                let mut s = stop.clone();
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    _ = s.changed() => return Ok(()),
+                }
+            }
+            let claimed = self
+                .backend
+                .claim(self.claim_request(self.options.claim_wait))
+                .await;
+            let task = match claimed {
+                Ok(r) => {
+                    backoff = Duration::ZERO;
+                    r.task
+                }
+                Err(e) if e.is_retryable() || e.status() == 429 || e.status() >= 500 => {
+                    backoff = next_backoff(backoff);
+                    tracing::warn!(slot, error = %e, ?backoff, "claim failed; backing off");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(slot, error = %e, "claim refused; the worker stops");
+                    return Err(e);
+                }
+            };
+            let Some(task) = task else { continue };
+            if *stop.borrow() != Stop::Running {
+                self.release(&task).await;
+                return Ok(());
+            }
+            self.drive(task, stop.clone()).await;
+        }
+    }
+
+    async fn release(&self, task: &TurnTask) {
+        let lease = Lease {
+            workflow_id: task.turn.workflow_id.clone(),
+            turn: task.turn.number,
+            token: task.token.clone(),
+        };
+        self.release_lease(lease).await;
+    }
+
+    /// Run one claimed attempt to its end.
+    async fn drive(&self, task: TurnTask, mut stop: watch::Receiver<Stop>) {
+        let span = tracing::info_span!(
+            "turn",
+            workflow_id = %task.turn.workflow_id,
+            turn = task.turn.number,
+            attempt = task.turn.attempt,
+            workflow = %task.workflow_type,
+        );
+        async move {
+            let wref = WorkflowRef::new(task.workflow_type.clone(), task.turn.version.clone());
+            let Some(workflow) = self.registry.by_ref.get(&wref).cloned() else {
+                // Never fail a turn we cannot run: the server recovers it by lease expiry.
+                tracing::error!(?wref, "the server returned an unregistered workflow version");
+                return;
+            };
+            let lease =
+                Lease { workflow_id: task.turn.workflow_id.clone(), turn: task.turn.number, token: task.token.clone() };
+            let (interrupt, mut interrupted) = watch::channel(None);
+            let (heartbeats, mut beating) = watch::channel(true);
+            let shared = Arc::new(TurnShared {
+                backend: self.backend.clone(),
+                lease: lease.clone(),
+                effect_prefix: task.effect_prefix.clone(),
+                workflow: task.workflow_type.clone(),
+                version: task.turn.version.clone(),
+                interrupt,
+                heartbeats,
+                progress_every: self.options.progress_every,
+                clock: self.clock.clone(),
+            });
+            let every = Duration::from_millis((task.lease_ms / 3).max(20));
+            let beat_timeout = Duration::from_millis((task.lease_ms / 3).max(50));
+            let mut fut = CatchPanic(workflow.run(shared, task));
+            let mut next_beat = Instant::now() + every;
+            enum End {
+                Finished(Result<Finished, TurnError>),
+                Interrupted(Option<Interrupt>),
+                Release,
+            }
+            let end = loop {
+                let beat = *beating.borrow_and_update();
+                tokio::select! {
+                    biased;
+                    _ = interrupted.changed() => break End::Interrupted(interrupted.borrow().clone()),
+                    r = &mut fut => break End::Finished(r.unwrap_or_else(|panic| {
+                        // A panicking handler fails its attempt like an ordinary error, instead
+                        // of unwinding through the slot (which lost the slot, and with one slot
+                        // the whole worker, while the turn waited for its lease to expire).
+                        Err(TurnError::retry(format!("the handler panicked: {}", panic_message(&*panic))))
+                    })),
+                    changed = stop.changed() => {
+                        if changed.is_err() || *stop.borrow() == Stop::Release { break End::Release; }
+                    }
+                    _ = beating.changed() => { next_beat = Instant::now() + every; }
+                    () = tokio::time::sleep_until(next_beat), if beat => {
+                        match tokio::time::timeout(beat_timeout, self.backend.heartbeat(lease.clone())).await {
+                            Ok(Ok(_)) => next_beat = Instant::now() + every,
+                            Ok(Err(e)) => break End::Interrupted(Some(Interrupt::Lost(e.to_string()))),
+                            Err(_) => break End::Interrupted(Some(Interrupt::Lost("the heartbeat timed out".into()))),
+                        }
+                    }
+                }
+            };
+            // Dropping the handler future here is what suspends it: no code after the await
+            // that interrupted it ever runs.
+            drop(fut);
+            match end {
+                End::Interrupted(why) => tracing::debug!(?why, "attempt ended without an answer"),
+                End::Release => self.release_lease(lease).await,
+                End::Finished(Ok(done)) => self.complete(lease, done).await,
+                End::Finished(Err(e)) => self.fail(lease, e).await,
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn release_lease(&self, lease: Lease) {
+        let now = self.clock.now_ms();
+        let fail = FailRequest {
+            lease,
+            error: "the worker stopped and released the turn".into(),
+            non_retryable: false,
+            retry_at_ms: Some(now + 1000),
+            usage: None,
+            results: None,
+        };
+        if let Err(e) = self.backend.fail(fail).await {
+            tracing::warn!(error = %e, "releasing a turn failed; its lease will expire");
+        }
+    }
+
+    async fn complete(&self, lease: Lease, done: Finished) {
+        let req = CompleteRequest {
+            lease: lease.clone(),
+            state: done.state,
+            result: done.result,
+            continuation: done.next.map(|message| Continuation { message }),
+            usage: None,
+            results: None,
+        };
+        match self.backend.complete(req).await {
+            Ok(_) => tracing::debug!("turn completed"),
+            Err(e) if matches!(e.status(), 404 | 409) => {
+                tracing::debug!(error = %e, "turn lost before completing")
+            }
+            Err(e) => self.fail(lease, TurnError::Retry(Box::new(e))).await,
+        }
+    }
+
+    async fn fail(&self, lease: Lease, e: TurnError) {
+        let now = self.clock.now_ms();
+        let (non_retryable, retry_at_ms) = match &e {
+            TurnError::Permanent(_) => (true, None),
+            TurnError::Wait(w) => (false, Some(w.retry_at_ms.max(now + 1000))),
+            TurnError::Retry(_) => (false, None),
+        };
+        let error = e.wire_message();
+        tracing::info!(%error, non_retryable, "attempt failed");
+        let req = FailRequest {
+            lease,
+            error,
+            non_retryable,
+            retry_at_ms,
+            usage: None,
+            results: None,
+        };
+        match self.backend.fail(req).await {
+            Ok(_) => {}
+            Err(e) if matches!(e.status(), 404 | 409) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "reporting the failure failed; the lease will expire")
+            }
+        }
+    }
+}
+
+/// A handler future whose panics are caught and returned.
+struct CatchPanic<F>(F);
+
+impl<F: Future + Unpin> Future for CatchPanic<F> {
+    type Output = Result<F::Output, Box<dyn std::any::Any + Send>>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let fut = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Pin::new(fut).poll(cx))) {
+            Ok(poll) => poll.map(Ok),
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-string panic payload")
+}
+
+fn next_backoff(prev: Duration) -> Duration {
+    if prev.is_zero() {
+        Duration::from_secs(1)
+    } else {
+        (prev * 2).min(Duration::from_secs(30))
+    }
+}
+
+/// A worker running in the background.
+#[derive(Debug)]
+pub struct RunningWorker {
+    stop: Arc<watch::Sender<Stop>>,
+    task: tokio::task::JoinHandle<Result<(), Error>>,
+}
+
+impl RunningWorker {
+    /// Stop claiming, let held turns finish for up to the worker's drain time (see
+    /// [`Worker::drain`]), release what is left, and wait for the worker to end.
+    pub async fn stop(self) -> Result<(), Error> {
+        self.stop.send_if_modified(|s| {
+            let was = *s;
+            if was == Stop::Running {
+                *s = Stop::Draining;
+            }
+            was == Stop::Running
+        });
+        self.join().await
+    }
+
+    /// Release every held turn at once and wait for the worker to end.
+    pub async fn stop_now(self) -> Result<(), Error> {
+        self.stop.send_replace(Stop::Release);
+        self.join().await
+    }
+
+    async fn join(self) -> Result<(), Error> {
+        self.task
+            .await
+            .unwrap_or_else(|e| Err(Error::Transport(format!("worker task: {e}"))))
+    }
+}
