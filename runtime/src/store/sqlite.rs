@@ -61,6 +61,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS turns_by_message
     ON turns (ns, id, message_id);
 CREATE INDEX IF NOT EXISTS turns_by_finished
     ON turns (ns, id, finished, number);
+CREATE INDEX IF NOT EXISTS turns_by_age
+    ON turns (ns, id, finished, finished_at_ms, number);
 ";
 
 /// The `PRAGMA synchronous` level used for durable commits.
@@ -469,6 +471,9 @@ fn open_reader(path: &Path) -> Result<Connection, StoreError> {
 // ---------------------------------------------------------------------------------------------
 // The instance cache
 
+/// The most turns retention deletes in one commit.
+const PRUNE_BATCH: i64 = 256;
+
 type Key = (String, String);
 
 /// A bounded cache of decoded instances with two generations: entries are inserted into `hot`;
@@ -477,16 +482,27 @@ type Key = (String, String);
 ///
 /// The writer updates it after each `COMMIT`. A reader may fill a miss from the file only if no
 /// commit happened since it looked (`gen`), so a slow reader never puts back an older record.
+///
+/// An entry also keeps the *unfinished* turns that commits wrote while it was cached. Only the
+/// writer adds them, after the commit that wrote them, so a cached turn is always the stored
+/// one; a turn not in the entry is read from the file. This is what lets a worker's calls on a
+/// running turn (operation, progress, checkpoint, heartbeat) go without any read at all.
 struct Cache {
     half: usize,
     inner: Mutex<CacheInner>,
 }
 
+#[derive(Clone)]
+struct Entry {
+    instance: InstanceRecord,
+    turns: HashMap<u64, TurnRecord>,
+}
+
 #[derive(Default)]
 struct CacheInner {
     gen: u64,
-    hot: HashMap<Key, InstanceRecord>,
-    cold: HashMap<Key, InstanceRecord>,
+    hot: HashMap<Key, Entry>,
+    cold: HashMap<Key, Entry>,
 }
 
 impl Cache {
@@ -503,17 +519,27 @@ impl Cache {
             return Err(0);
         }
         let mut c = lock(&self.inner);
-        if let Some(r) = c.hot.get(key) {
-            return Ok(r.clone());
+        if let Some(e) = c.hot.get(key) {
+            return Ok(e.instance.clone());
         }
         match c.cold.remove_entry(key) {
-            Some((k, r)) => {
-                let out = r.clone();
-                c.insert(self.half, k, r);
+            Some((k, e)) => {
+                let out = e.instance.clone();
+                c.insert(self.half, k, e);
                 Ok(out)
             }
             None => Err(c.gen),
         }
+    }
+
+    /// A cached unfinished turn of a cached instance.
+    fn turn(&self, key: &Key, number: u64) -> Option<TurnRecord> {
+        if self.half == 0 {
+            return None;
+        }
+        let c = lock(&self.inner);
+        let e = c.hot.get(key).or_else(|| c.cold.get(key))?;
+        e.turns.get(&number).cloned()
     }
 
     fn fill(&self, key: Key, record: InstanceRecord, gen: u64) {
@@ -522,20 +548,48 @@ impl Cache {
         }
         let mut c = lock(&self.inner);
         if c.gen == gen {
-            c.insert(self.half, key, record);
+            let entry = Entry {
+                instance: record,
+                turns: HashMap::new(),
+            };
+            c.insert(self.half, key, entry);
         }
     }
 
     /// After a `COMMIT`: record what the batch wrote (`None` = deleted or unknown).
-    fn committed(&self, changes: impl IntoIterator<Item = (Key, Option<InstanceRecord>)>) {
+    fn committed(
+        &self,
+        changes: impl IntoIterator<Item = (Key, Option<(InstanceRecord, Vec<TurnRecord>)>)>,
+    ) {
         if self.half == 0 {
             return;
         }
         let mut c = lock(&self.inner);
         c.gen = c.gen.wrapping_add(1);
-        for (key, record) in changes {
-            match record {
-                Some(r) => c.insert(self.half, key, r),
+        for (key, change) in changes {
+            match change {
+                Some((instance, turns)) => {
+                    let mut entry = c
+                        .hot
+                        .remove(&key)
+                        .or_else(|| c.cold.remove(&key))
+                        .unwrap_or_else(|| Entry {
+                            instance: instance.clone(),
+                            turns: HashMap::new(),
+                        });
+                    entry.instance = instance;
+                    for t in turns {
+                        if t.is_finished() {
+                            entry.turns.remove(&t.number);
+                        } else {
+                            entry.turns.insert(t.number, t);
+                        }
+                    }
+                    // Only the instance's unfinished turns can be asked for hot.
+                    let pending = &entry.instance.pending;
+                    entry.turns.retain(|n, _| pending.contains(n));
+                    c.insert(self.half, key, entry);
+                }
                 None => {
                     c.hot.remove(&key);
                     c.cold.remove(&key);
@@ -546,9 +600,9 @@ impl Cache {
 }
 
 impl CacheInner {
-    fn insert(&mut self, half: usize, key: Key, record: InstanceRecord) {
+    fn insert(&mut self, half: usize, key: Key, entry: Entry) {
         self.cold.remove(&key);
-        self.hot.insert(key, record);
+        self.hot.insert(key, entry);
         if self.hot.len() >= half {
             self.cold = std::mem::take(&mut self.hot);
         }
@@ -650,16 +704,21 @@ impl Writer {
             .iter()
             .map(|w| (w.ns.clone(), w.id.clone()))
             .collect();
+        let written: Vec<Vec<TurnRecord>> = if self.cache.half > 0 {
+            writes.iter().map(|w| w.turns.clone()).collect()
+        } else {
+            vec![Vec::new(); writes.len()]
+        };
         let relaxed = writes.iter().all(|w| w.durability == Durability::Relaxed);
         let count = writes.len();
         match self.transact(writes, relaxed) {
             Ok(outcomes) => {
                 let mut changes = Vec::with_capacity(outcomes.len());
                 let mut answers = Vec::with_capacity(outcomes.len());
-                for (key, outcome) in keys.into_iter().zip(outcomes) {
+                for ((key, outcome), turns) in keys.into_iter().zip(outcomes).zip(written) {
                     match outcome {
                         Ok(record) => {
-                            changes.push((key, record));
+                            changes.push((key, record.map(|r| (r, turns))));
                             answers.push(Ok(()));
                         }
                         Err(e) => {
@@ -864,22 +923,38 @@ fn apply(conn: &Connection, mut write: WriteSet) -> Result<Option<InstanceRecord
     // The store owns `history_pruned_through`: keep the stored value, raise it by retention.
     let mut pruned_through = stored.map_or(Ok(0), |(_, p)| uint(p, "history_pruned_through"))?;
     if let Some(r) = write.retention {
-        let doomed: Vec<i64> = conn
+        // The newest `keep_turns` finished turns stay whatever their age: find the newest
+        // turn number past them (an index walk of `keep_turns` entries).
+        let cutoff: Option<i64> = conn
             .prepare_cached(
-                "SELECT number FROM ( \
-                    SELECT number, finished_at_ms FROM turns \
-                    WHERE ns = ?1 AND id = ?2 AND finished = 1 \
-                    ORDER BY number DESC LIMIT -1 OFFSET ?3 \
-                 ) WHERE finished_at_ms < ?4",
+                "SELECT number FROM turns WHERE ns = ?1 AND id = ?2 AND finished = 1 \
+                 ORDER BY number DESC LIMIT 1 OFFSET ?3",
             )
             .and_then(|mut s| {
-                s.query_map(
-                    params![ns, id, clamp_u64(r.keep_turns), r.keep_since_ms],
-                    |row| row.get(0),
-                )?
-                .collect()
+                s.query_row(params![ns, id, clamp_u64(r.keep_turns)], |row| row.get(0))
+                    .optional()
             })
-            .map_err(db(format_args!("find turns of `{id}` to prune")))?;
+            .map_err(db(format_args!("find the retention cutoff of `{id}`")))?;
+        // Old turns come straight from the `turns_by_age` index, so only turns past the age
+        // limit are touched, never the whole history; those among the newest are skipped.
+        // At most PRUNE_BATCH per commit; the rest goes with the next one.
+        let mut doomed: Vec<i64> = Vec::new();
+        if let Some(cutoff) = cutoff {
+            doomed = conn
+                .prepare_cached(
+                    "SELECT number FROM turns INDEXED BY turns_by_age \
+                     WHERE ns = ?1 AND id = ?2 AND finished = 1 AND finished_at_ms < ?3 \
+                     AND number <= ?4 LIMIT ?5",
+                )
+                .and_then(|mut s| {
+                    s.query_map(
+                        params![ns, id, r.keep_since_ms, cutoff, PRUNE_BATCH],
+                        |row| row.get(0),
+                    )?
+                    .collect()
+                })
+                .map_err(db(format_args!("find turns of `{id}` to prune")))?;
+        }
         for n in doomed {
             conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
                 .and_then(|mut s| s.execute(params![ns, id, n]))
@@ -991,6 +1066,11 @@ impl Store for SqliteStore {
         number: u64,
     ) -> Result<Option<TurnRecord>, StoreError> {
         let (ns, id) = (ns.to_owned(), id.to_owned());
+        let key = (ns, id);
+        if let Some(t) = self.shared.cache.turn(&key, number) {
+            return Ok(Some(t));
+        }
+        let (ns, id) = key;
         let Ok(number) = i64::try_from(number) else {
             return Ok(None); // never stored
         };
