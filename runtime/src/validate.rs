@@ -42,6 +42,11 @@ pub fn identifier(param: &'static str, s: &str) -> Result<()> {
 
 /// The compact UTF-8 JSON length of a value, as limits count it.
 pub fn json_len(v: &Value) -> usize {
+    serialized_len(v)
+}
+
+/// The compact JSON length of anything serializable, counted without building it.
+pub fn serialized_len<T: serde::Serialize + ?Sized>(v: &T) -> usize {
     struct Counter(usize);
     impl std::io::Write for Counter {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -53,7 +58,8 @@ pub fn json_len(v: &Value) -> usize {
         }
     }
     let mut c = Counter(0);
-    // Writing a Value to an infallible writer cannot fail.
+    // Serializing to an infallible writer only fails for values JSON cannot hold (non-string
+    // map keys), which the records here never contain.
     let _ = serde_json::to_writer(&mut c, v);
     c.0
 }

@@ -90,9 +90,15 @@ fn upsert(turns: &mut Vec<TurnRecord>, t: TurnRecord) {
 
 /// Refuse a turn whose stored form would exceed the limit.
 pub(super) fn turn_size(t: &TurnRecord, limit: usize) -> Result<()> {
-    let v = serde_json::to_value(t)
-        .map_err(|e| Error::Store(format!("encoding turn {}: {e}", t.number)))?;
-    validate::size("turn", &v, limit)
+    let size = validate::serialized_len(t);
+    if size > limit {
+        return Err(Error::TooLarge {
+            what: "turn".into(),
+            size,
+            limit,
+        });
+    }
+    Ok(())
 }
 
 impl Engine {
