@@ -56,6 +56,16 @@ impl HttpFixture {
         }
     }
 
+    /// A client of the server (clones share one connection pool).
+    pub fn http(&self) -> Http {
+        self.http.clone()
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &str {
+        self.http.base_url()
+    }
+
     /// The engine behind the server, in its default namespace.
     pub fn engine(&self) -> &Engine {
         &self.engine
