@@ -290,7 +290,8 @@ impl<W: Workflow> Turn<W> {
         let (ctx, writer) =
             StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
         let deadline = Instant::now() + options.timeout;
-        let mut fut = std::pin::pin!(f(ctx.clone()));
+        let span = tracing::info_span!("step", key = %key, position, kind = %options.kind);
+        let mut fut = std::pin::pin!(tracing::Instrument::instrument(f(ctx.clone()), span));
         let mut last = ctx.inner.last_write.subscribe();
         let out = loop {
             let quiet = options

@@ -21,7 +21,7 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use sqlite::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};

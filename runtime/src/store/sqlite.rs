@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -215,10 +216,12 @@ impl SqliteStore {
         };
         let cache = Arc::new(Cache::new(options.cache_instances));
         let (tx, rx) = mpsc::channel();
+        let stats = Arc::new(StatsCounters::default());
         let writer = Writer {
             conn: opened,
             rx,
             cache: cache.clone(),
+            stats: stats.clone(),
             configured: options.synchronous,
             current: options.synchronous,
             relaxed_writes: 0,
@@ -235,8 +238,22 @@ impl SqliteStore {
                 thread: Some(thread),
                 readers: Mutex::new(Vec::new()),
                 cache,
+                stats,
             }),
         })
+    }
+
+    /// The writer's cumulative counters since this store was opened (shared by its clones).
+    ///
+    /// A commit is counted before its caller is answered, so a commit that has returned is
+    /// always included.
+    pub fn stats(&self) -> SqliteStats {
+        let s = &self.shared.stats;
+        SqliteStats {
+            batches: s.batches.load(Ordering::Acquire),
+            durable_batches: s.durable_batches.load(Ordering::Acquire),
+            write_sets: s.write_sets.load(Ordering::Acquire),
+        }
     }
 
     /// Run `f` on a read-only connection on the blocking pool.
@@ -259,6 +276,32 @@ struct Shared {
     thread: Option<JoinHandle<()>>,
     readers: Mutex<Vec<Connection>>,
     cache: Arc<Cache>,
+    stats: Arc<StatsCounters>,
+}
+
+/// Cumulative counters of a [`SqliteStore`]'s writer thread, from [`SqliteStore::stats`].
+///
+/// Compare two snapshots to see how the store worked over a stretch: for instance
+/// `durable_batches` per unit of work is the number of syncs it cost, and `write_sets /
+/// batches` is how much group commit shared each transaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SqliteStats {
+    /// Write transactions committed (one per group-commit batch).
+    pub batches: u64,
+    /// Of those, batches holding at least one [`Durability::Durable`] write set, committed at
+    /// the configured [`Synchronous`] level: with [`Synchronous::Full`], one WAL sync each.
+    /// The others held only relaxed write sets and were committed without a sync.
+    pub durable_batches: u64,
+    /// Write sets applied by committed batches (conflicting or refused ones are not counted).
+    pub write_sets: u64,
+}
+
+/// The writer's counters, shared with the store handles.
+#[derive(Debug, Default)]
+struct StatsCounters {
+    batches: AtomicU64,
+    durable_batches: AtomicU64,
+    write_sets: AtomicU64,
 }
 
 impl Shared {
@@ -524,6 +567,7 @@ struct Writer {
     conn: Connection,
     rx: mpsc::Receiver<Request>,
     cache: Arc<Cache>,
+    stats: Arc<StatsCounters>,
     configured: Synchronous,
     /// The level the connection is at now.
     current: Synchronous,
@@ -628,6 +672,14 @@ impl Writer {
                     }
                 }
                 self.cache.committed(changes);
+                // Count before answering, so a caller that saw its commit sees it counted.
+                let applied = answers.iter().filter(|a| a.is_ok()).count() as u64;
+                let stats = &self.stats;
+                stats.write_sets.fetch_add(applied, Ordering::Release);
+                if !relaxed {
+                    stats.durable_batches.fetch_add(1, Ordering::Release);
+                }
+                stats.batches.fetch_add(1, Ordering::Release);
                 for (reply, answer) in replies.into_iter().zip(answers) {
                     // The caller may have given up waiting; that is fine.
                     let _ = reply.send(answer);

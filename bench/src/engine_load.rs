@@ -1,0 +1,334 @@
+//! Phase 2: the embedded engine under load, `c` workers at a time.
+//!
+//! Each of the `c` tokio tasks plays a worker that owns one instance, `bench-<i>`: it admits a
+//! message, claims the turn (`wait_ms: 0`), runs three steps (`operation` then `checkpoint`
+//! each) and completes the turn, then starts over. A turn's latency runs from the admission
+//! call to the acknowledged completion.
+//!
+//! **Claims do not steal.** Every instance has workflow type `bench` and its own version
+//! `v<i>`, and task `i` claims only `bench`/`v<i>`, so the turn a task claims is always the one
+//! it just admitted. The load is therefore `c` independent instances, each with one turn in
+//! flight: the shape of `c` workers each serving its own conversation, and what the store's
+//! group commit has to batch across.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::sync::Barrier;
+use turnwise::clock::SystemClock;
+use turnwise::protocol::*;
+use turnwise::store::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
+use turnwise::{Backend, Engine, EngineConfig, Error};
+
+use crate::stats::{mib, rss_bytes, Summary};
+
+/// Steps per turn.
+pub const STEPS: u64 = 3;
+
+/// Turns each task runs before measuring starts (opens read connections, fills caches).
+const WARMUP_TURNS: u64 = 2;
+
+/// Which store the engine runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `SqliteStore` with `synchronous=FULL`: the embedded default, durable.
+    Sqlite,
+    /// `MemoryStore`: no disk at all, the engine's CPU ceiling.
+    Memory,
+}
+
+/// The store's cumulative write counters, or their change over a phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Write transactions (group commits).
+    pub batches: u64,
+    /// Of those, transactions that synced to stable storage.
+    pub durable_batches: u64,
+    /// Write sets (engine commits) applied.
+    pub write_sets: u64,
+}
+
+impl From<SqliteStats> for Counters {
+    fn from(s: SqliteStats) -> Self {
+        Self {
+            batches: s.batches,
+            durable_batches: s.durable_batches,
+            write_sets: s.write_sets,
+        }
+    }
+}
+
+impl Counters {
+    fn since(self, before: Counters) -> Counters {
+        Counters {
+            batches: self.batches - before.batches,
+            durable_batches: self.durable_batches - before.durable_batches,
+            write_sets: self.write_sets - before.write_sets,
+        }
+    }
+}
+
+/// An engine for one phase, with a handle on its SQLite store for the counters.
+pub struct Setup {
+    engine: Engine,
+    sqlite: Option<SqliteStore>,
+}
+
+impl Setup {
+    /// An engine over a fresh store of `kind` (a SQLite file at `path`, created).
+    pub async fn open(kind: StoreKind, path: &Path) -> Result<Self, Error> {
+        match kind {
+            StoreKind::Sqlite => {
+                let options = SqliteOptions::default().with_synchronous(Synchronous::Full);
+                let store = SqliteStore::open_with(path, options).await?;
+                let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
+                Ok(Self {
+                    engine,
+                    sqlite: Some(store),
+                })
+            }
+            StoreKind::Memory => Ok(Self {
+                engine: Engine::in_memory(),
+                sqlite: None,
+            }),
+        }
+    }
+
+    fn counters(&self) -> Option<Counters> {
+        self.sqlite.as_ref().map(|s| s.stats().into())
+    }
+}
+
+/// Print the process's RSS every `every` measured turns, and keep the samples.
+pub struct RssProbe {
+    every: u64,
+    done: AtomicU64,
+    samples: Mutex<Vec<(u64, u64)>>,
+}
+
+impl RssProbe {
+    /// A probe sampling every `every` turns (at least 1).
+    pub fn new(every: u64) -> Self {
+        Self {
+            every: every.max(1),
+            done: AtomicU64::new(0),
+            samples: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn turn_done(&self) {
+        let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_multiple_of(self.every) {
+            if let Some(rss) = rss_bytes() {
+                println!("| {n:>9} | {:>10} |", mib(rss));
+                self.samples
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((n, rss));
+            }
+        }
+    }
+
+    /// `(turns done, RSS bytes)` samples, in order.
+    pub fn samples(&self) -> Vec<(u64, u64)> {
+        let mut s = self
+            .samples
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        s.sort_unstable();
+        s
+    }
+}
+
+/// What one concurrency level measured.
+#[derive(Clone, Debug)]
+pub struct LevelResult {
+    /// Concurrent workers.
+    pub concurrency: usize,
+    /// Measured turns (warm-up excluded).
+    pub turns: u64,
+    /// Wall time of the measured turns.
+    pub elapsed: Duration,
+    /// Turn latency, admission to acknowledged completion.
+    pub latency: Summary,
+    /// The store's counters over the measured turns (SQLite only).
+    pub store: Option<Counters>,
+}
+
+/// One worker's identity.
+struct Worker {
+    name: String,
+    instance: String,
+    workflow: WorkflowRef,
+}
+
+/// Run `turns` turns spread over `concurrency` workers on a fresh engine, and measure them.
+pub async fn run_level(
+    kind: StoreKind,
+    path: &Path,
+    concurrency: usize,
+    turns: u64,
+    probe: Option<Arc<RssProbe>>,
+) -> Result<LevelResult, Error> {
+    let setup = Setup::open(kind, path).await?;
+    let engine = setup.engine.clone();
+    let c = concurrency.max(1);
+    let mut workers = Vec::with_capacity(c);
+    for i in 0..c {
+        let w = Worker {
+            name: format!("worker-{i}"),
+            instance: format!("bench-{i}"),
+            workflow: WorkflowRef::new("bench", format!("v{i}")),
+        };
+        engine
+            .create_instance(CreateInstanceRequest {
+                id: w.instance.clone(),
+                workflow_type: w.workflow.workflow_type.clone(),
+                version: w.workflow.version.clone(),
+                state: json!({"turns": 0}),
+                lease_ms: None,
+                max_attempts: None,
+                on_exhausted: None,
+            })
+            .await?;
+        workers.push(w);
+    }
+
+    // Two barriers: everyone warmed up → the counters are read → everyone starts.
+    let warmed = Arc::new(Barrier::new(c + 1));
+    let go = Arc::new(Barrier::new(c + 1));
+    let mut tasks = Vec::with_capacity(c);
+    for (i, w) in workers.into_iter().enumerate() {
+        let share = turns / c as u64 + u64::from((i as u64) < turns % c as u64);
+        let engine = engine.clone();
+        let (warmed, go, probe) = (warmed.clone(), go.clone(), probe.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut k = 0;
+            let mut failure = None;
+            for _ in 0..WARMUP_TURNS {
+                k += 1;
+                if let Err(e) = one_turn(&engine, &w, k).await {
+                    failure = Some(e);
+                    break;
+                }
+            }
+            warmed.wait().await;
+            go.wait().await;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            let mut samples = Vec::with_capacity(share as usize);
+            for _ in 0..share {
+                k += 1;
+                samples.push(one_turn(&engine, &w, k).await?);
+                if let Some(p) = &probe {
+                    p.turn_done();
+                }
+            }
+            Ok::<_, Error>(samples)
+        }));
+    }
+    warmed.wait().await;
+    let before = setup.counters();
+    let started = Instant::now();
+    go.wait().await;
+    let mut samples = Vec::with_capacity(turns as usize);
+    let mut failure = None;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(s)) => samples.extend(s),
+            Ok(Err(e)) => failure = failure.or(Some(e)),
+            Err(join) => panic!("a bench worker panicked: {join}"),
+        }
+    }
+    let elapsed = started.elapsed();
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let store = setup.counters().zip(before).map(|(a, b)| a.since(b));
+    Ok(LevelResult {
+        concurrency: c,
+        turns: samples.len() as u64,
+        elapsed,
+        latency: Summary::of(&mut samples),
+        store,
+    })
+}
+
+/// One full turn on the worker's own instance: admit, claim, three steps, complete.
+async fn one_turn(engine: &Engine, w: &Worker, k: u64) -> Result<Duration, Error> {
+    let started = Instant::now();
+    engine
+        .send_message(MessageRequest {
+            workflow_id: w.instance.clone(),
+            id: format!("m-{k}"),
+            message: json!({"k": k}),
+            origin: None,
+        })
+        .await?;
+    let claim = ClaimRequest {
+        worker: w.name.clone(),
+        workflows: vec![w.workflow.clone()],
+        wait_ms: 0,
+        include_execution_credential: None,
+    };
+    // Only this task claims this version, so the turn just admitted is ready now; an empty
+    // answer could only come from a clock step backwards, so ask again a few times.
+    let mut task = None;
+    for _ in 0..100 {
+        task = engine.claim(claim.clone()).await?.task;
+        if task.is_some() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    let task = task.ok_or_else(|| {
+        Error::Store(format!(
+            "turn m-{k} of `{}` was never claimable",
+            w.instance
+        ))
+    })?;
+    let lease = Lease {
+        workflow_id: w.instance.clone(),
+        turn: task.turn.number,
+        token: task.token,
+    };
+    for position in 0..STEPS as u32 {
+        let key = format!("s{position}");
+        engine
+            .operation(OperationRequest {
+                lease: lease.clone(),
+                position,
+                key: key.clone(),
+                kind: OperationKind::Step,
+                timeout_ms: 300_000,
+                heartbeat_timeout_ms: None,
+            })
+            .await?;
+        engine
+            .checkpoint(CheckpointRequest {
+                lease: lease.clone(),
+                position,
+                key,
+                kind: CheckpointKind::Step,
+                output: json!({"step": position, "k": k}),
+                delay_ms: None,
+            })
+            .await?;
+    }
+    engine
+        .complete(CompleteRequest {
+            lease,
+            state: json!({"turns": k}),
+            result: json!(k),
+            continuation: None,
+            usage: None,
+            results: None,
+        })
+        .await?;
+    Ok(started.elapsed())
+}
