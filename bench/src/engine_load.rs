@@ -10,6 +10,11 @@
 //! it just admitted. The load is therefore `c` independent instances, each with one turn in
 //! flight: the shape of `c` workers each serving its own conversation, and what the store's
 //! group commit has to batch across.
+//!
+//! **Over HTTP** ([`Transport::Http`]) the same workers call the same protocol through the
+//! `Http` backend, which talks to the turnwise server's router serving the same engine
+//! in-process on a loopback port: the figures then include JSON over HTTP/1.1 both ways, the
+//! server's routing and validation, and the client's connection pool.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +26,8 @@ use tokio::sync::Barrier;
 use turnwise::clock::SystemClock;
 use turnwise::protocol::*;
 use turnwise::store::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
-use turnwise::{Backend, Engine, EngineConfig, Error};
+use turnwise::{Backend, Engine, EngineConfig, Error, Http};
+use turnwise_server::{router, serve, ServerOptions, Shutdown};
 
 use crate::stats::{mib, rss_bytes, Summary};
 
@@ -38,6 +44,15 @@ pub enum StoreKind {
     Sqlite,
     /// `MemoryStore`: no disk at all, the engine's CPU ceiling.
     Memory,
+}
+
+/// How the workers reach the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// In-process calls on the [`Engine`].
+    Embedded,
+    /// The `Http` backend, through a turnwise server on 127.0.0.1 in this process.
+    Http,
 }
 
 /// The store's cumulative write counters, or their change over a phase.
@@ -71,35 +86,72 @@ impl Counters {
     }
 }
 
-/// An engine for one phase, with a handle on its SQLite store for the counters.
+/// An engine for one phase, with a handle on its SQLite store for the counters, and the
+/// backend the workers call (the engine itself, or an `Http` client of a server over it).
 pub struct Setup {
     engine: Engine,
     sqlite: Option<SqliteStore>,
+    backend: Arc<dyn Backend>,
+    /// Stops the loopback server (HTTP only) when the phase ends.
+    server: Option<Shutdown>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(s) = &self.server {
+            s.trigger();
+        }
+    }
 }
 
 impl Setup {
-    /// An engine over a fresh store of `kind` (a SQLite file at `path`, created).
-    pub async fn open(kind: StoreKind, path: &Path) -> Result<Self, Error> {
-        match kind {
+    /// An engine over a fresh store of `kind` (a SQLite file at `path`, created), reached
+    /// through `transport`.
+    pub async fn open(kind: StoreKind, path: &Path, transport: Transport) -> Result<Self, Error> {
+        let (engine, sqlite) = match kind {
             StoreKind::Sqlite => {
                 let options = SqliteOptions::default().with_synchronous(Synchronous::Full);
                 let store = SqliteStore::open_with(path, options).await?;
                 let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
-                Ok(Self {
-                    engine,
-                    sqlite: Some(store),
-                })
+                (engine, Some(store))
             }
-            StoreKind::Memory => Ok(Self {
-                engine: Engine::in_memory(),
-                sqlite: None,
-            }),
-        }
+            StoreKind::Memory => (Engine::in_memory(), None),
+        };
+        let (backend, server): (Arc<dyn Backend>, _) = match transport {
+            Transport::Embedded => (Arc::new(engine.clone()), None),
+            Transport::Http => {
+                let (http, shutdown) = serve_loopback(engine.clone()).await?;
+                (Arc::new(http), Some(shutdown))
+            }
+        };
+        Ok(Self {
+            engine,
+            sqlite,
+            backend,
+            server,
+        })
     }
 
     fn counters(&self) -> Option<Counters> {
         self.sqlite.as_ref().map(|s| s.stats().into())
     }
+}
+
+/// Serve `engine` with the turnwise server's router on 127.0.0.1 (a free port), in this
+/// process, and answer a client of it.
+async fn serve_loopback(engine: Engine) -> Result<(Http, Shutdown), Error> {
+    let io = |e: std::io::Error| Error::Transport(format!("loopback server: {e}"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    let shutdown = Shutdown::new();
+    let options = ServerOptions::default().with_shutdown(shutdown.clone());
+    let app = router(engine, options);
+    let stop = shutdown.clone();
+    tokio::spawn(async move { serve(listener, app, stop.wait_owned()).await });
+    let http = Http::connect(format!("http://{addr}"), None)?;
+    Ok((http, shutdown))
 }
 
 /// Print the process's RSS every `every` measured turns, and keep the samples.
@@ -166,15 +218,17 @@ struct Worker {
     workflow: WorkflowRef,
 }
 
-/// Run `turns` turns spread over `concurrency` workers on a fresh engine, and measure them.
+/// Run `turns` turns spread over `concurrency` workers on a fresh engine reached through
+/// `transport`, and measure them.
 pub async fn run_level(
     kind: StoreKind,
+    transport: Transport,
     path: &Path,
     concurrency: usize,
     turns: u64,
     probe: Option<Arc<RssProbe>>,
 ) -> Result<LevelResult, Error> {
-    let setup = Setup::open(kind, path).await?;
+    let setup = Setup::open(kind, path, transport).await?;
     let engine = setup.engine.clone();
     let c = concurrency.max(1);
     let mut workers = Vec::with_capacity(c);
@@ -204,14 +258,14 @@ pub async fn run_level(
     let mut tasks = Vec::with_capacity(c);
     for (i, w) in workers.into_iter().enumerate() {
         let share = turns / c as u64 + u64::from((i as u64) < turns % c as u64);
-        let engine = engine.clone();
+        let backend = setup.backend.clone();
         let (warmed, go, probe) = (warmed.clone(), go.clone(), probe.clone());
         tasks.push(tokio::spawn(async move {
             let mut k = 0;
             let mut failure = None;
             for _ in 0..WARMUP_TURNS {
                 k += 1;
-                if let Err(e) = one_turn(&engine, &w, k).await {
+                if let Err(e) = one_turn(&*backend, &w, k).await {
                     failure = Some(e);
                     break;
                 }
@@ -224,7 +278,7 @@ pub async fn run_level(
             let mut samples = Vec::with_capacity(share as usize);
             for _ in 0..share {
                 k += 1;
-                samples.push(one_turn(&engine, &w, k).await?);
+                samples.push(one_turn(&*backend, &w, k).await?);
                 if let Some(p) = &probe {
                     p.turn_done();
                 }
@@ -260,7 +314,7 @@ pub async fn run_level(
 }
 
 /// One full turn on the worker's own instance: admit, claim, three steps, complete.
-async fn one_turn(engine: &Engine, w: &Worker, k: u64) -> Result<Duration, Error> {
+async fn one_turn(engine: &dyn Backend, w: &Worker, k: u64) -> Result<Duration, Error> {
     let started = Instant::now();
     engine
         .send_message(MessageRequest {

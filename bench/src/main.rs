@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p turnwise-bench -- [--turns N] [--concurrency 1,16,64] [--db-dir DIR]
-//!                                          [--memory-check N] [--store sqlite|memory]
+//!                                          [--memory-check N] [--store sqlite|memory] [--http]
 //! ```
 //!
 //! One run measures, on the same disk:
@@ -15,7 +15,10 @@
 //!    instance, see [`engine_load`];
 //! 3. the ratios between them, against the targets;
 //! 4. with `--memory-check N`, N turns at c=16 while sampling the RSS, to see that memory stays
-//!    flat.
+//!    flat;
+//! 5. with `--http`, the same workload at each concurrency over the `Http` backend, talking to
+//!    the turnwise server's router on loopback in this process, over the same kind of store,
+//!    printed beside the embedded figures.
 
 mod engine_load;
 mod raw;
@@ -25,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use engine_load::{LevelResult, RssProbe, StoreKind, STEPS};
+use engine_load::{LevelResult, RssProbe, StoreKind, Transport, STEPS};
 use raw::RawResult;
 use stats::{count, mib, ms, rate};
 
@@ -43,6 +46,8 @@ OPTIONS:
     --memory-check N     also run N turns at c=16 and print the RSS every N/10 turns
     --store KIND         `sqlite` (default) or `memory` (the engine's CPU ceiling, no disk;
                          the raw phase and the store counters are then skipped)
+    --http               also run every level over HTTP: workers use the `Http` backend
+                         against a turnwise server on 127.0.0.1 in this process
     -h, --help           print this help
 ";
 
@@ -66,6 +71,7 @@ struct Args {
     db_dir: Option<PathBuf>,
     memory_check: Option<u64>,
     store: StoreKind,
+    http: bool,
 }
 
 fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
@@ -75,6 +81,7 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, St
         db_dir: None,
         memory_check: None,
         store: StoreKind::Sqlite,
+        http: false,
     };
     while let Some(arg) = argv.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -83,6 +90,10 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, St
         };
         if flag == "-h" || flag == "--help" {
             return Ok(None);
+        }
+        if flag == "--http" && inline.is_none() {
+            args.http = true;
+            continue;
         }
         let mut value = || {
             inline
@@ -224,42 +235,29 @@ fn run(args: &Args) -> Result<(), BoxError> {
     println!();
     println!("Each worker owns instance `bench-<i>` (type `bench`, version `v<i>`) and claims only its own version.");
     println!();
-    println!("|  c | turns | turns/s | steps/s | p50 turn | p99 turn | durable commits/turn | write sets/turn | batches/turn |");
-    println!("|---:|------:|--------:|--------:|---------:|---------:|---------------------:|----------------:|-------------:|");
-    let mut levels = Vec::new();
-    for &c in &args.concurrency {
-        let path = dir.0.join(format!("engine-c{c}.db"));
-        let r = runtime.block_on(engine_load::run_level(
-            args.store, &path, c, args.turns, None,
-        ))?;
-        let per_turn = |n: u64| format!("{:.2}", n as f64 / r.turns.max(1) as f64);
-        let (durable, sets, batches) = match r.store {
-            Some(s) => (
-                per_turn(s.durable_batches),
-                per_turn(s.write_sets),
-                per_turn(s.batches),
-            ),
-            None => ("n/a".into(), "n/a".into(), "n/a".into()),
-        };
-        println!(
-            "| {:>2} | {:>5} | {:>7} | {:>7} | {:>8} | {:>8} | {:>20} | {:>15} | {:>12} |",
-            c,
-            r.turns,
-            count(rate(r.turns, r.elapsed)),
-            count(rate(r.turns * STEPS, r.elapsed)),
-            ms(r.latency.p50),
-            ms(r.latency.p99),
-            durable,
-            sets,
-            batches
-        );
-        levels.push(r);
-    }
-
+    let levels = run_levels(&runtime, args, &dir.0, Transport::Embedded)?;
     println!();
     println!("## 3. Ratios");
     println!();
     print_ratios(raw.as_ref(), &levels);
+
+    if args.http {
+        println!();
+        println!(
+            "## 3b. Over HTTP: `Http` backend → turnwise server on 127.0.0.1 → engine over {store_name}"
+        );
+        println!();
+        println!(
+            "The same workload; every call is a JSON request on a pooled HTTP/1.1 connection to \
+             the server's router, in this process and on this runtime."
+        );
+        println!();
+        let over_http = run_levels(&runtime, args, &dir.0, Transport::Http)?;
+        println!();
+        println!("HTTP beside embedded:");
+        println!();
+        print_beside(&levels, &over_http);
+    }
 
     if let Some(n) = args.memory_check {
         println!();
@@ -272,6 +270,7 @@ fn run(args: &Args) -> Result<(), BoxError> {
         let path = dir.0.join("memory-check.db");
         let r = runtime.block_on(engine_load::run_level(
             args.store,
+            Transport::Embedded,
             &path,
             16,
             n,
@@ -307,6 +306,77 @@ fn run(args: &Args) -> Result<(), BoxError> {
         }
     }
     Ok(())
+}
+
+/// Run every concurrency level over `transport`, printing one table row per level.
+fn run_levels(
+    runtime: &tokio::runtime::Runtime,
+    args: &Args,
+    dir: &Path,
+    transport: Transport,
+) -> Result<Vec<LevelResult>, BoxError> {
+    println!("|  c | turns | turns/s | steps/s | p50 turn | p99 turn | durable commits/turn | write sets/turn | batches/turn |");
+    println!("|---:|------:|--------:|--------:|---------:|---------:|---------------------:|----------------:|-------------:|");
+    let mut levels = Vec::new();
+    for &c in &args.concurrency {
+        let name = match transport {
+            Transport::Embedded => format!("engine-c{c}.db"),
+            Transport::Http => format!("http-c{c}.db"),
+        };
+        let path = dir.join(name);
+        let r = runtime.block_on(engine_load::run_level(
+            args.store, transport, &path, c, args.turns, None,
+        ))?;
+        let per_turn = |n: u64| format!("{:.2}", n as f64 / r.turns.max(1) as f64);
+        let (durable, sets, batches) = match r.store {
+            Some(s) => (
+                per_turn(s.durable_batches),
+                per_turn(s.write_sets),
+                per_turn(s.batches),
+            ),
+            None => ("n/a".into(), "n/a".into(), "n/a".into()),
+        };
+        println!(
+            "| {:>2} | {:>5} | {:>7} | {:>7} | {:>8} | {:>8} | {:>20} | {:>15} | {:>12} |",
+            c,
+            r.turns,
+            count(rate(r.turns, r.elapsed)),
+            count(rate(r.turns * STEPS, r.elapsed)),
+            ms(r.latency.p50),
+            ms(r.latency.p99),
+            durable,
+            sets,
+            batches
+        );
+        levels.push(r);
+    }
+    Ok(levels)
+}
+
+/// Steps/s and turn latency per level, embedded next to HTTP.
+fn print_beside(embedded: &[LevelResult], http: &[LevelResult]) {
+    println!("|  c | steps/s embedded | steps/s HTTP | HTTP/embedded | p50 embedded | p50 HTTP | p99 embedded | p99 HTTP |");
+    println!("|---:|-----------------:|-------------:|--------------:|-------------:|---------:|-------------:|---------:|");
+    for h in http {
+        let Some(e) = embedded.iter().find(|e| e.concurrency == h.concurrency) else {
+            continue;
+        };
+        let (se, sh) = (
+            rate(e.turns * STEPS, e.elapsed),
+            rate(h.turns * STEPS, h.elapsed),
+        );
+        println!(
+            "| {:>2} | {:>16} | {:>12} | {:>13} | {:>12} | {:>8} | {:>12} | {:>8} |",
+            h.concurrency,
+            count(se),
+            count(sh),
+            format!("{:.2}", if se > 0.0 { sh / se } else { 0.0 }),
+            ms(e.latency.p50),
+            ms(h.latency.p50),
+            ms(e.latency.p99),
+            ms(h.latency.p99)
+        );
+    }
 }
 
 fn verdict(ok: bool) -> &'static str {
@@ -416,9 +486,11 @@ mod tests {
             "100",
             "--store",
             "memory",
+            "--http",
         ])
         .unwrap()
         .unwrap();
+        assert!(a.http);
         assert_eq!(a.turns, 10);
         assert_eq!(a.concurrency, vec![2, 4]);
         assert_eq!(a.db_dir.as_deref(), Some(Path::new("/tmp/x")));

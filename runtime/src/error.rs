@@ -79,6 +79,18 @@ pub enum Error {
     /// The backend could not be reached or answered something unreadable.
     #[error("transport error: {0}")]
     Transport(String),
+    /// An HTTP server refused the call with an error this crate has no variant for (a status
+    /// or machine code other than the protocol's own, e.g. `500 internal_error` or a `429`
+    /// from a proxy). [`Error::status`] and [`Error::code`] answer what the server said.
+    #[error("HTTP {status} `{code}`: {message}")]
+    Http {
+        /// The HTTP status.
+        status: u16,
+        /// The machine code (`error.code`), or `unstructured_error` when the body had none.
+        code: String,
+        /// The server's message.
+        message: String,
+    },
 }
 
 impl Error {
@@ -92,11 +104,12 @@ impl Error {
             Error::LeaseLost { .. } | Error::Conflict { .. } => 409,
             Error::Reserved { .. } => 403,
             Error::Store(_) | Error::Transport(_) => 503,
+            Error::Http { status, .. } => *status,
         }
     }
 
     /// The machine code of this error on the wire (`error.code`).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
             Error::Invalid { .. } => "invalid_request",
             Error::TooLarge { .. } => "payload_too_large",
@@ -111,12 +124,18 @@ impl Error {
             Error::Reserved { code, .. } => code,
             Error::Store(_) => "store_unavailable",
             Error::Transport(_) => "transport_error",
+            Error::Http { code, .. } => code,
         }
     }
 
-    /// Whether retrying the same request later may succeed.
+    /// Whether retrying the same request later may succeed: a store or transport failure, or
+    /// an HTTP `429` or `5xx` answer.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Store(_) | Error::Transport(_))
+        match self {
+            Error::Store(_) | Error::Transport(_) => true,
+            Error::Http { status, .. } => *status == 429 || *status >= 500,
+            _ => false,
+        }
     }
 
     pub(crate) fn invalid(param: impl Into<String>, message: impl fmt::Display) -> Self {

@@ -83,6 +83,7 @@
 //! | feature  | default | what it adds |
 //! |----------|---------|--------------|
 //! | `sqlite` | yes     | [`store::SqliteStore`] and [`Engine::open`], the embedded default |
+//! | `http`   | no      | `Http`: the [`Backend`] over HTTP, a client of a turnwise server |
 
 #![doc(test(attr(deny(warnings))))]
 
@@ -93,6 +94,8 @@ pub mod context;
 pub mod engine;
 pub mod error;
 pub mod handle;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod prelude;
 pub mod protocol;
 pub mod store;
@@ -105,6 +108,8 @@ pub use backend::Backend;
 pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};
 pub use error::{Error, Result};
 pub use handle::{Handle, WorkflowExt};
+#[cfg(feature = "http")]
+pub use http::{Http, HttpBuilder};
 pub use worker::{RunningWorker, Worker};
 pub use workflow::{
     Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,

@@ -1,0 +1,562 @@
+//! Workers and handles over HTTP: the runtime's own behaviour (steps, sleeps, signals,
+//! continuations, retries that replay, lost turns, heartbeats, releases) with the `Http`
+//! backend between them and an in-process turnwise server, plus a proxy that loses answers
+//! after the server applied them, so every retried route must be an exact, harmless repeat.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use common::HttpFixture;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use turnwise::clock::{Clock, ManualClock};
+use turnwise::prelude::*;
+use turnwise::protocol::{CheckpointKind, TurnStatus};
+use turnwise::{Backend, EngineConfig, Http};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+/// Bounds every real-time wait.
+const GUARD: Duration = Duration::from_secs(10);
+
+/// A worker over `backend` on the fixture's clock, as the test environment builds one.
+fn worker(backend: Http, clock: &ManualClock) -> Worker {
+    Worker::new(backend)
+        .id("http-worker")
+        .clock(Arc::new(clock.clone()) as Arc<dyn Clock>)
+        .progress_every(Duration::ZERO)
+        .claim_wait(Duration::from_millis(50))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The counter: a step, a sleep, a signal wait and a continuation
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+struct Count {
+    count: u64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+struct Add {
+    add: u64,
+    /// Continue this many more times, adding 1 each time.
+    more: u32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+struct Bump(u64);
+
+impl Signal for Bump {
+    const NAME: &'static str = "bump";
+}
+
+#[derive(Clone, Default)]
+struct Counter {
+    /// Real executions of the `add` step.
+    steps: Arc<AtomicUsize>,
+}
+
+impl Accepts<Bump> for Counter {}
+
+impl Workflow for Counter {
+    type State = Count;
+    type Message = Add;
+    type Reply = u64;
+    const NAME: &'static str = "counter";
+    const VERSION: &'static str = "v1";
+    const SIGNALS: &'static [&'static str] = &["bump"];
+
+    async fn run(&self, ctx: &mut Turn<Self>, state: Count, msg: Add) -> TurnResult<Self> {
+        let steps = self.steps.clone();
+        let add = ctx
+            .step("add", |_s| async move {
+                steps.fetch_add(1, SeqCst);
+                Ok(msg.add)
+            })
+            .await?;
+        ctx.sleep("cool-down", HOUR).await?;
+        let bump = ctx
+            .wait_for_signal::<Bump>("bump", DAY)
+            .await?
+            .map_or(0, |b| b.0);
+        let count = state.count + add + bump;
+        if msg.more > 0 {
+            return Ok(ctx.continue_(
+                Count { count },
+                Add {
+                    add: 1,
+                    more: msg.more - 1,
+                },
+            ));
+        }
+        Ok(Done::new(Count { count }).reply(count))
+    }
+}
+
+/// The counter's whole life over `backend`: returns the handle for further checks.
+async fn run_counter(f: &HttpFixture, backend: Http, wf: &Counter) -> Handle<Counter> {
+    let w = worker(backend.clone(), f.clock()).register(wf.clone());
+    let h = wf.start(&backend, "counter-1").await.unwrap();
+    // Starting again is idempotent.
+    wf.start(&backend, "counter-1").await.unwrap();
+    let first = h.send(Add { add: 2, more: 1 }, "m1").await.unwrap();
+    assert_eq!(first.number, 1);
+    assert_eq!(
+        h.send(Add { add: 2, more: 1 }, "m1").await.unwrap().number,
+        1,
+        "a message id is admitted once"
+    );
+
+    // The step runs, then the sleep releases the turn.
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    let t = h.turn(1).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Waiting, "{t:?}");
+    let kinds: Vec<_> = t.steps.iter().map(|s| s.kind).collect();
+    assert_eq!(kinds, [CheckpointKind::Step, CheckpointKind::Sleep]);
+
+    // Not due yet: nothing to claim. Then the hour passes and the wait suspends the turn.
+    assert_eq!(w.run_until_idle().await.unwrap(), 0);
+    f.clock().advance(HOUR);
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    assert_eq!(h.turn(1).await.unwrap().status, TurnStatus::Waiting);
+
+    // The signal resumes it: it completes and continues as turn 2, which runs to its sleep.
+    h.signal(1, Bump(10), "s1").await.unwrap();
+    h.signal(1, Bump(10), "s1").await.unwrap();
+    assert_eq!(w.run_until_idle().await.unwrap(), 2);
+    let t1 = h.turn(1).await.unwrap();
+    assert_eq!(t1.status, TurnStatus::Completed, "{t1:?}");
+    assert_eq!(t1.continued_to, Some(2));
+    assert_eq!(h.state().await.unwrap(), Count { count: 12 });
+
+    // Turn 2 sleeps an hour, waits a day for a signal that never comes, and replies.
+    f.clock().advance(HOUR);
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    f.clock().advance(DAY);
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    assert_eq!(h.state().await.unwrap(), Count { count: 13 });
+    assert_eq!(h.reply(2).await.unwrap(), Some(13));
+    let t2 = h.turn(2).await.unwrap();
+    assert_eq!(t2.message_id, "continue-1");
+    assert_eq!(t2.attempt, 1, "sleeps and waits count no attempt");
+    assert_eq!(
+        wf.steps.load(SeqCst),
+        2,
+        "each turn's step ran once, replayed on every resume"
+    );
+    let history = h.history(None).await.unwrap();
+    assert_eq!(history.turns.len(), 2);
+    assert!(h.inbox().await.unwrap().messages.is_empty());
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_with_step_sleep_signal_and_continuation() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let wf = Counter::default();
+    run_counter(&f, f.http(), &wf).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A proxy that loses answers
+// ---------------------------------------------------------------------------------------------
+
+/// Routes whose first answer to each distinct body the proxy throws away (after the server
+/// applied the request), answering `503` instead: exactly the routes the client retries.
+const LOSSY: &[&str] = &[
+    "/v1/workflows/instances",
+    "/v1/workflows/instances/message",
+    "/v1/workflows/turns/signal",
+    "/v1/workflows/turns/operation",
+    "/v1/workflows/turns/progress",
+    "/v1/workflows/turns/checkpoint",
+    "/v1/workflows/turns/wait-signal",
+    "/v1/workflows/turns/complete",
+];
+
+#[derive(Default)]
+struct Losses {
+    /// `(path, body)` pairs whose answer was lost once.
+    seen: HashSet<(String, Vec<u8>)>,
+    /// How many answers were lost, by path.
+    lost: Vec<String>,
+}
+
+/// Start the proxy in front of `upstream`; answers its base URL and its record.
+async fn lossy_proxy(upstream: String) -> (String, Arc<Mutex<Losses>>) {
+    let losses = Arc::new(Mutex::new(Losses::default()));
+    let client = reqwest::Client::new();
+    let record = losses.clone();
+    let app = axum::Router::new().fallback(
+        move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+            let client = client.clone();
+            let upstream = upstream.clone();
+            let record = record.clone();
+            async move {
+                let target = format!(
+                    "{upstream}{}",
+                    uri.path_and_query().map_or("", |p| p.as_str())
+                );
+                let mut request = client.request(method.clone(), target).body(body.clone());
+                for name in ["authorization", "content-type", "lbb-version", "user-agent"] {
+                    if let Some(v) = headers.get(name) {
+                        request = request.header(name, v.as_bytes());
+                    }
+                }
+                let answer = match request.send().await {
+                    Ok(a) => a,
+                    Err(e) => return (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+                };
+                let status = answer.status().as_u16();
+                let bytes = answer.bytes().await.unwrap_or_default();
+                let path = uri.path().to_owned();
+                if method == Method::POST && LOSSY.contains(&path.as_str()) {
+                    let mut r = record.lock().unwrap();
+                    if r.seen.insert((path.clone(), body.to_vec())) {
+                        r.lost.push(path);
+                        return lost();
+                    }
+                }
+                let mut response = (StatusCode::from_u16(status).unwrap(), bytes).into_response();
+                response
+                    .headers_mut()
+                    .insert("content-type", "application/json".parse().unwrap());
+                response
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), losses)
+}
+
+fn lost() -> Response {
+    let body = r#"{"error":{"type":"api_error","code":"upstream_lost","message":"the answer was lost","request_id":null,"doc_url":null}}"#;
+    let mut r = (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    r.headers_mut().insert("retry-after", "0".parse().unwrap());
+    r.headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_answers_are_retried_as_exact_repeats() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let (proxy, losses) = lossy_proxy(f.base_url().to_owned()).await;
+    let backend = Http::builder(proxy)
+        .token(Some(common::TOKEN.to_owned()))
+        .retry_delay(Duration::from_millis(5))
+        .build()
+        .unwrap();
+    let wf = Counter::default();
+    // The same life, the same results, although every retried call's first answer was lost.
+    run_counter(&f, backend, &wf).await;
+
+    let lost = losses.lock().unwrap().lost.clone();
+    for path in LOSSY {
+        if *path == "/v1/workflows/turns/progress" || *path == "/v1/workflows/turns/operation" {
+            continue; // the counter's step reports no progress; operations checked below
+        }
+        assert!(
+            lost.iter().any(|p| p == path),
+            "no answer of {path} was lost: {lost:?}"
+        );
+    }
+    assert!(lost.iter().any(|p| p == "/v1/workflows/turns/operation"));
+    // Two turns: two completions, each applied once and answered on its retry.
+    assert_eq!(
+        lost.iter()
+            .filter(|p| *p == "/v1/workflows/turns/complete")
+            .count(),
+        2
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A retried turn replays its saved step
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Default)]
+struct Charge {
+    charges: Arc<AtomicUsize>,
+    mails: Arc<AtomicUsize>,
+}
+
+impl Workflow for Charge {
+    type State = u64;
+    type Message = u64;
+    type Reply = u64;
+    const NAME: &'static str = "charge";
+    const VERSION: &'static str = "v1";
+
+    async fn run(&self, ctx: &mut Turn<Self>, total: u64, amount: u64) -> TurnResult<Self> {
+        let charges = self.charges.clone();
+        let charged = ctx
+            .step("charge", |s| async move {
+                charges.fetch_add(1, SeqCst);
+                assert!(s.effect_id().ends_with("/charge"));
+                Ok(amount)
+            })
+            .await?;
+        if self.mails.fetch_add(1, SeqCst) == 0 {
+            return Err(TurnError::retry("the mail server is down"));
+        }
+        Ok(Done::new(total + charged).reply(total + charged))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_step_is_not_run_again() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let wf = Charge::default();
+    let w = worker(f.http(), f.clock()).register(wf.clone());
+    let h = wf.start(&f.http(), "charge-1").await.unwrap();
+    h.send(7, "m1").await.unwrap();
+
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    let t = h.turn(1).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Queued, "backing off: {t:?}");
+    assert_eq!(t.error.as_deref(), Some("Error: the mail server is down"));
+    assert_eq!(t.steps.len(), 1, "the step stays saved");
+
+    // The backoff (1 s) passes; the second attempt replays the charge.
+    f.clock().advance(Duration::from_secs(1));
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    let t = h.turn(1).await.unwrap();
+    assert_eq!((t.status, t.attempt), (TurnStatus::Completed, 2), "{t:?}");
+    assert_eq!(h.state().await.unwrap(), 7);
+    assert_eq!(wf.charges.load(SeqCst), 1, "charged once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lost turns, heartbeats, releases
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Gate {
+    executions: AtomicUsize,
+    after: AtomicUsize,
+    entered: Notify,
+    open: Notify,
+}
+
+/// Holds its first step execution until the gate opens.
+#[derive(Clone, Default)]
+struct Held {
+    gate: Arc<Gate>,
+    lease: Option<Duration>,
+}
+
+impl Workflow for Held {
+    type State = u32;
+    type Message = u32;
+    type Reply = u32;
+    const NAME: &'static str = "held";
+    const VERSION: &'static str = "v1";
+
+    fn options(&self) -> WorkflowOptions {
+        match self.lease {
+            Some(lease) => WorkflowOptions::default().lease(lease),
+            None => WorkflowOptions::default(),
+        }
+    }
+
+    async fn run(&self, ctx: &mut Turn<Self>, state: u32, n: u32) -> TurnResult<Self> {
+        let gate = self.gate.clone();
+        let n = ctx
+            .step("work", |_s| async move {
+                let first = gate.executions.fetch_add(1, SeqCst) == 0;
+                gate.entered.notify_one();
+                if first {
+                    tokio::time::timeout(GUARD, gate.open.notified())
+                        .await
+                        .map_err(|_| TurnError::permanent("held past the guard"))?;
+                }
+                Ok(n)
+            })
+            .await?;
+        self.gate.after.fetch_add(1, SeqCst);
+        Ok(Done::new(state + n).reply(n))
+    }
+}
+
+async fn entered(wf: &Held) {
+    tokio::time::timeout(GUARD, wf.gate.entered.notified())
+        .await
+        .expect("the step started");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_turn_stops_silently() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let wf = Held::default();
+    let w = worker(f.http(), f.clock()).register(wf.clone());
+    let h = wf.start(&f.http(), "held-1").await.unwrap();
+    h.send(5, "m1").await.unwrap();
+
+    let run = tokio::spawn(async move { w.run_once().await });
+    entered(&wf).await;
+    h.cancel_turn(1).await.unwrap();
+    wf.gate.open.notify_one();
+    assert!(tokio::time::timeout(GUARD, run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap());
+
+    // The checkpoint got 409 turn_lease_lost: nothing after the step ran, no failure was sent.
+    let t = h.turn(1).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Cancelled, "{t:?}");
+    assert!(t.steps.is_empty());
+    assert_eq!(t.error, None);
+    assert_eq!(wf.gate.after.load(SeqCst), 0);
+    assert_eq!(h.state().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_lost_to_expiry_stops_the_late_holder_silently() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let wf = Held::default();
+    let w = worker(f.http(), f.clock()).register(wf.clone());
+    let h = wf.start(&f.http(), "held-1").await.unwrap();
+    h.send(5, "m1").await.unwrap();
+
+    let first = w.clone();
+    let run = tokio::spawn(async move { first.run_once().await });
+    entered(&wf).await;
+    // The 60 s lease runs out on the engine's clock; another claim takes the turn and ends it.
+    f.clock().advance(Duration::from_secs(60));
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    let t = h.turn(1).await.unwrap();
+    assert_eq!((t.status, t.attempt), (TurnStatus::Completed, 2), "{t:?}");
+
+    // The first holder's late checkpoint is refused over HTTP, and it stops without a word.
+    wf.gate.open.notify_one();
+    assert!(tokio::time::timeout(GUARD, run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap());
+    let t = h.turn(1).await.unwrap();
+    assert_eq!((t.status, t.steps.len()), (TurnStatus::Completed, 1));
+    assert_eq!(wf.gate.after.load(SeqCst), 1);
+    assert_eq!(h.state().await.unwrap(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_extend_the_lease_over_http() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let wf = Held {
+        lease: Some(Duration::from_millis(1500)),
+        ..Held::default()
+    };
+    let w = worker(f.http(), f.clock()).register(wf.clone());
+    let h = wf.start(&f.http(), "held-1").await.unwrap();
+    h.send(1, "m1").await.unwrap();
+
+    let run = tokio::spawn(async move { w.run_once().await });
+    entered(&wf).await;
+    let claimed = f.clock().now_ms();
+    assert_eq!(h.turn(1).await.unwrap().deadline_ms, Some(claimed + 1500));
+    f.clock().advance(Duration::from_millis(1000));
+    let give_up = tokio::time::Instant::now() + GUARD;
+    let deadline = loop {
+        let d = h.turn(1).await.unwrap().deadline_ms.unwrap();
+        if d > claimed + 1500 {
+            break d;
+        }
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "no heartbeat arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(deadline, claimed + 1000 + 1500);
+
+    wf.gate.open.notify_one();
+    assert!(tokio::time::timeout(GUARD, run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap());
+    assert_eq!(h.turn(1).await.unwrap().status, TurnStatus::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_now_releases_the_held_turn_over_http() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let wf = Held::default();
+    let w = worker(f.http(), f.clock()).register(wf.clone());
+    let h = wf.start(&f.http(), "held-1").await.unwrap();
+    h.send(5, "m1").await.unwrap();
+
+    let running = w.clone().run_async();
+    entered(&wf).await;
+    let now = f.clock().now_ms();
+    tokio::time::timeout(GUARD, running.stop_now())
+        .await
+        .unwrap()
+        .unwrap();
+    let t = h.turn(1).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Waiting, "{t:?}");
+    assert_eq!(
+        t.error.as_deref(),
+        Some("the worker stopped and released the turn")
+    );
+    assert_eq!(t.wait.map(|w| w.until_ms), Some(now + 1000));
+
+    f.clock().advance(Duration::from_secs(1));
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    let t = h.turn(1).await.unwrap();
+    assert_eq!((t.status, t.attempt), (TurnStatus::Completed, 1), "{t:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_serving_worker_long_polls_over_http() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let wf = Counter::default();
+    let running = worker(f.http(), f.clock())
+        .register(wf.clone())
+        .claim_wait(Duration::from_secs(2))
+        .concurrency(2)
+        .run_async();
+    let h = wf.start(&f.http(), "counter-1").await.unwrap();
+    // Admitted while both slots hold a claim open: one of them wakes and takes it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    h.send(Add { add: 3, more: 0 }, "m1").await.unwrap();
+    let give_up = tokio::time::Instant::now() + GUARD;
+    while h.turn(1).await.unwrap().steps.len() < 2 {
+        assert!(tokio::time::Instant::now() < give_up, "the turn never ran");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::timeout(GUARD, running.stop())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(wf.steps.load(SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_refused_and_the_worker_stops_on_it() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let bad = Http::connect(f.base_url(), Some("wrong".to_owned())).unwrap();
+    let e = bad.get_instance("x").await.unwrap_err();
+    assert_eq!(e.status(), 401, "{e:?}");
+    assert!(!e.is_retryable());
+    let running = worker(bad, f.clock())
+        .register(Counter::default())
+        .run_async();
+    // A claim refused with 401 ends the worker; stopping it then reports that refusal.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = tokio::time::timeout(GUARD, running.stop()).await.unwrap();
+    assert_eq!(r.unwrap_err().status(), 401);
+}

@@ -1,0 +1,163 @@
+//! The error envelope every refusal answers with.
+//!
+//! A handler returns an [`ApiError`]. It becomes a response whose status is final but whose
+//! body is written by the request middleware, which knows the request id:
+//!
+//! ```json
+//! {"error":{"type":"invalid_request_error","code":"invalid_request","message":"…",
+//!           "request_id":"req_…","doc_url":null,"param":"turn","retryable":false}}
+//! ```
+
+use std::borrow::Cow;
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+
+/// A refusal, on its way to becoming the wire's error envelope. Boxed, so results stay small.
+#[derive(Clone, Debug)]
+pub struct ApiError(Box<Repr>);
+
+/// The parts of an [`ApiError`].
+#[derive(Clone, Debug)]
+pub struct Repr {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The machine code (`error.code`), e.g. `turn_lease_lost`.
+    pub code: Cow<'static, str>,
+    /// What went wrong and what to do about it.
+    pub message: String,
+    /// The request field at fault, when there is one.
+    pub param: Option<String>,
+    /// Whether the same request may succeed later.
+    pub retryable: bool,
+    /// Seconds to wait before retrying (`Retry-After` and `error.retry_after_seconds`).
+    pub retry_after: Option<u64>,
+    /// Structured details, e.g. the schema validation errors.
+    pub details: Option<Value>,
+}
+
+impl std::ops::Deref for ApiError {
+    type Target = Repr;
+    fn deref(&self) -> &Repr {
+        &self.0
+    }
+}
+
+impl ApiError {
+    /// An error with the given status, code and message; not retryable.
+    pub fn new(
+        status: StatusCode,
+        code: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self(Box::new(Repr {
+            status,
+            code: code.into(),
+            message: message.into(),
+            param: None,
+            retryable: false,
+            retry_after: None,
+            details: None,
+        }))
+    }
+
+    /// A `400 invalid_request` about `param`.
+    pub fn invalid(param: Option<String>, message: impl Into<String>) -> Self {
+        let mut e = Self::new(StatusCode::BAD_REQUEST, "invalid_request", message);
+        e.0.param = param;
+        e
+    }
+
+    /// A `501 not_supported` for a route this server does not offer.
+    pub fn not_supported(what: &str) -> Self {
+        Self::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_supported",
+            format!("{what} is not supported by this server"),
+        )
+    }
+
+    /// Name the request field at fault.
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.0.param = Some(param.into());
+        self
+    }
+
+    /// Attach structured details.
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.0.details = Some(details);
+        self
+    }
+
+    /// The envelope's `type`, from the status.
+    pub fn kind(&self) -> &'static str {
+        match self.status.as_u16() {
+            409 => "conflict_error",
+            429 => "rate_limit_error",
+            s if s >= 500 => "api_error",
+            _ => "invalid_request_error",
+        }
+    }
+
+    /// The JSON envelope for a request with the given id.
+    pub fn body(&self, request_id: &str) -> Value {
+        let mut error = Map::new();
+        error.insert("type".into(), json!(self.kind()));
+        error.insert("code".into(), json!(self.code));
+        error.insert("message".into(), json!(self.message));
+        error.insert("request_id".into(), json!(request_id));
+        error.insert("doc_url".into(), Value::Null);
+        error.insert("param".into(), json!(self.param));
+        error.insert("retryable".into(), json!(self.retryable));
+        if let Some(secs) = self.retry_after {
+            error.insert("retry_after_seconds".into(), json!(secs));
+        }
+        if let Some(details) = &self.details {
+            error.insert("details".into(), details.clone());
+        }
+        json!({ "error": error })
+    }
+}
+
+impl From<turnwise::Error> for ApiError {
+    fn from(e: turnwise::Error) -> Self {
+        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let param = match &e {
+            turnwise::Error::Invalid { param, .. } => Some(param.clone()),
+            turnwise::Error::TooLarge { what, .. } => Some(what.clone()),
+            _ => None,
+        };
+        let retryable = e.is_retryable();
+        Self(Box::new(Repr {
+            status,
+            code: Cow::Owned(e.code().to_owned()),
+            message: e.to_string(),
+            param,
+            retryable,
+            retry_after: (status == StatusCode::SERVICE_UNAVAILABLE).then_some(1),
+            details: None,
+        }))
+    }
+}
+
+impl IntoResponse for ApiError {
+    /// The status and headers are final here; the request middleware writes the body, since
+    /// only it knows the request id.
+    fn into_response(self) -> Response {
+        let mut res = self.status.into_response();
+        if let Some(secs) = self.retry_after {
+            res.headers_mut()
+                .insert("retry-after", HeaderValue::from(secs));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.headers_mut()
+                .insert("www-authenticate", HeaderValue::from_static("Bearer"));
+        }
+        res.extensions_mut().insert(self);
+        res
+    }
+}
+
+/// A handler's result.
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,165 @@
+//! `turnwise`: the command line of the turnwise server.
+//!
+//! ```text
+//! turnwise serve --db turnwise.db [--bind 127.0.0.1:7400] [--api-token TOKEN]
+//! ```
+//!
+//! The token may also come from `TURNWISE_API_TOKEN`. Without one the server listens on loopback
+//! addresses only. Logs go to stderr (`RUST_LOG` filters them, default `info`); once listening,
+//! the server prints `turnwise listening on http://<addr>` on stdout.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use turnwise_server::{router, serve, ServerOptions, Shutdown};
+
+#[derive(Parser)]
+#[command(
+    name = "turnwise",
+    version,
+    about = "Typed durable workflows: the turnwise server"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the message-workflow HTTP API over a SQLite file.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// The SQLite file holding the workflows (created if missing).
+    #[arg(long, value_name = "FILE")]
+    db: PathBuf,
+    /// The address to listen on. A non-loopback address needs an API token.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7400")]
+    bind: String,
+    /// Require `Authorization: Bearer <TOKEN>` on every request.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "TURNWISE_API_TOKEN",
+        hide_env_values = true
+    )]
+    api_token: Option<String>,
+    /// The largest request body in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = turnwise_server::DEFAULT_BODY_LIMIT)]
+    body_limit: usize,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("turnwise: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Serve(args) => match runtime.block_on(run(args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(msg) => {
+                eprintln!("turnwise: {msg}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+async fn run(args: ServeArgs) -> Result<(), String> {
+    let token = args.api_token.filter(|t| !t.trim().is_empty());
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&args.bind)
+        .await
+        .map_err(|e| format!("cannot resolve --bind {}: {e}", args.bind))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("--bind {} resolves to no address", args.bind));
+    }
+    if token.is_none() {
+        if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(format!(
+                "refusing to listen on {open} without an API token: anyone who can reach that \
+                 address could read and drive your workflows. Set --api-token or \
+                 TURNWISE_API_TOKEN, or bind a loopback address such as 127.0.0.1:7400"
+            ));
+        }
+    }
+    let engine = turnwise::Engine::open(&args.db)
+        .await
+        .map_err(|e| format!("cannot open the database {}: {e}", args.db.display()))?;
+    let listener = tokio::net::TcpListener::bind(&addrs[..])
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+
+    let shutdown = Shutdown::new();
+    let mut options = ServerOptions::default()
+        .with_body_limit(args.body_limit)
+        .with_shutdown(shutdown.clone());
+    if let Some(token) = token {
+        options = options.with_token(token);
+    }
+    let app = router(engine, options);
+
+    tracing::info!(addr = %local, db = %args.db.display(), "turnwise listening");
+    println!("turnwise listening on http://{local}");
+
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new connections; finishing the requests in flight");
+        stop.trigger();
+        // A second signal stops at once. Everything acknowledged is already committed.
+        wait_for_signal().await;
+        tracing::warn!("second signal: stopping now");
+        std::process::exit(130);
+    });
+    serve(listener, app, shutdown.wait_owned())
+        .await
+        .map_err(|e| format!("the server failed: {e}"))?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// SIGTERM or SIGINT (Ctrl-C).
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,338 @@
+//! The routes: each parses its request, calls the engine, and answers its value.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::{OriginalUri, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use turnwise::protocol::*;
+use turnwise::Backend;
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{Body, Ns, Query};
+use crate::schemas::SchemaDocument;
+use crate::AppState;
+
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/workflows/instances", post(create).get(list))
+        .route("/v1/workflows/instances/get", get(get_instance))
+        .route("/v1/workflows/instances/message", post(message))
+        .route("/v1/workflows/instances/inbox", get(inbox))
+        .route("/v1/workflows/instances/control", post(control))
+        .route("/v1/workflows/instances/delete", post(delete))
+        .route("/v1/workflows/instances/history", get(history))
+        .route("/v1/workflows/instances/turn", get(turn))
+        .route("/v1/workflows/inbox", get(type_inbox))
+        .route("/v1/workflows/turns/claim", post(claim))
+        .route("/v1/workflows/turns/operation", post(operation))
+        .route("/v1/workflows/turns/progress", post(progress))
+        .route("/v1/workflows/turns/checkpoint", post(checkpoint))
+        .route("/v1/workflows/turns/wait-signal", post(wait_signal))
+        .route("/v1/workflows/turns/signal", post(signal))
+        .route("/v1/workflows/turns/complete", post(complete))
+        .route("/v1/workflows/turns/fail", post(fail))
+        .route("/v1/workflows/turns/heartbeat", post(heartbeat))
+        .route("/v1/workflows/status", get(status))
+        .route(
+            "/v1/workflows/schemas",
+            get(list_schemas).post(register_schema),
+        )
+        // Routes of the wire that this server does not offer: a clear refusal, never a retry.
+        .route(
+            "/v1/workflows/turns/execution-credential",
+            post(unsupported),
+        )
+        .route("/v1/workflows/blobs", get(unsupported).post(unsupported))
+        .route("/v1/workflows/activities/{kind}", post(unsupported))
+        .route("/v1/workflows/named/requeue", post(unsupported))
+        .route("/v1/reviews", get(unsupported).post(unsupported))
+        .route("/v1/graph/commit", post(unsupported))
+        .fallback(not_found)
+}
+
+async fn not_found(OriginalUri(uri): OriginalUri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "there is no route {}; see docs/http.md for the routes",
+            uri.path()
+        ),
+    )
+}
+
+async fn unsupported(OriginalUri(uri): OriginalUri) -> ApiError {
+    ApiError::not_supported(uri.path())
+}
+
+// ---- instances ----------------------------------------------------------------------------
+
+async fn create(
+    Ns(engine): Ns,
+    Body(req): Body<CreateInstanceRequest>,
+) -> ApiResult<Json<WorkflowInstance>> {
+    Ok(Json(engine.create_instance(req).await?))
+}
+
+async fn list(
+    Ns(engine): Ns,
+    Query(q): Query<ListInstancesQuery>,
+) -> ApiResult<Json<InstanceList>> {
+    Ok(Json(engine.list_instances(q).await?))
+}
+
+#[derive(Deserialize)]
+struct IdQuery {
+    id: String,
+}
+
+async fn get_instance(
+    Ns(engine): Ns,
+    Query(q): Query<IdQuery>,
+) -> ApiResult<Json<WorkflowInstance>> {
+    Ok(Json(engine.get_instance(&q.id).await?))
+}
+
+async fn message(
+    State(state): State<AppState>,
+    Ns(engine): Ns,
+    Body(req): Body<MessageRequest>,
+) -> ApiResult<Json<WorkflowTurn>> {
+    if state.schemas.count(engine.ns()) > 0 {
+        // An unknown instance is left to the engine, which answers 404.
+        if let Ok(inst) = engine.get_instance(&req.workflow_id).await {
+            state.schemas.check_message(
+                engine.ns(),
+                &inst.workflow_type,
+                &inst.version,
+                &req.message,
+            )?;
+        }
+    }
+    Ok(Json(engine.send_message(req).await?))
+}
+
+async fn inbox(Ns(engine): Ns, Query(q): Query<InboxQuery>) -> ApiResult<Json<InboxResponse>> {
+    Ok(Json(engine.instance_inbox(q).await?))
+}
+
+async fn type_inbox(
+    Ns(engine): Ns,
+    Query(q): Query<TypeInboxQuery>,
+) -> ApiResult<Json<TypeInboxResponse>> {
+    Ok(Json(engine.type_inbox(q).await?))
+}
+
+async fn control(
+    Ns(engine): Ns,
+    Body(req): Body<ControlRequest>,
+) -> ApiResult<Json<WorkflowInstance>> {
+    Ok(Json(engine.control(req).await?))
+}
+
+async fn delete(Ns(engine): Ns, Body(req): Body<DeleteRequest>) -> ApiResult<Json<DeleteResponse>> {
+    Ok(Json(engine.delete_instance(req).await?))
+}
+
+async fn history(
+    Ns(engine): Ns,
+    Query(q): Query<HistoryQuery>,
+) -> ApiResult<Json<HistoryResponse>> {
+    Ok(Json(engine.history(q).await?))
+}
+
+async fn turn(Ns(engine): Ns, Query(q): Query<TurnQuery>) -> ApiResult<Json<WorkflowTurn>> {
+    Ok(Json(engine.turn(q).await?))
+}
+
+// ---- turns --------------------------------------------------------------------------------
+
+/// A waiting claim looks at the shutdown signal this often.
+const CLAIM_SLICE: Duration = Duration::from_secs(1);
+
+/// Long-poll in slices, so that a server shutting down answers waiting claims `{"task": null}`
+/// at once instead of holding them. Each slice scans before it waits, so no wake-up between
+/// slices is missed, and a slice is never cut short: a turn it claims is always answered.
+async fn claim(
+    State(state): State<AppState>,
+    Ns(engine): Ns,
+    Body(req): Body<ClaimRequest>,
+) -> ApiResult<Json<ClaimResponse>> {
+    let total = Duration::from_millis(req.wait_ms).min(engine.config().max_claim_wait);
+    let deadline = Instant::now() + total;
+    let shutdown = &state.options.shutdown;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let slice = if shutdown.is_triggered() {
+            Duration::ZERO
+        } else {
+            left.min(CLAIM_SLICE)
+        };
+        let mut slice_req = req.clone();
+        slice_req.wait_ms = slice.as_millis() as u64;
+        let res = engine.claim(slice_req).await?;
+        if res.task.is_some() || shutdown.is_triggered() || Instant::now() >= deadline {
+            return Ok(Json(res));
+        }
+    }
+}
+
+async fn operation(
+    Ns(engine): Ns,
+    Body(req): Body<OperationRequest>,
+) -> ApiResult<Json<WorkflowTurn>> {
+    Ok(Json(engine.operation(req).await?))
+}
+
+async fn progress(
+    Ns(engine): Ns,
+    Body(req): Body<ProgressRequest>,
+) -> ApiResult<Json<WorkflowTurn>> {
+    Ok(Json(engine.progress(req).await?))
+}
+
+async fn checkpoint(
+    Ns(engine): Ns,
+    Body(req): Body<CheckpointRequest>,
+) -> ApiResult<Json<WorkflowTurn>> {
+    Ok(Json(engine.checkpoint(req).await?))
+}
+
+async fn wait_signal(
+    Ns(engine): Ns,
+    Body(req): Body<WaitSignalRequest>,
+) -> ApiResult<Json<WorkflowTurn>> {
+    Ok(Json(engine.wait_signal(req).await?))
+}
+
+async fn signal(
+    State(state): State<AppState>,
+    Ns(engine): Ns,
+    Body(req): Body<SignalRequest>,
+) -> ApiResult<Json<WorkflowTurn>> {
+    if state.schemas.count(engine.ns()) > 0 {
+        if let Ok(inst) = engine.get_instance(&req.workflow_id).await {
+            state.schemas.check_signal(
+                engine.ns(),
+                &inst.workflow_type,
+                &inst.version,
+                &req.name,
+                &req.value,
+            )?;
+        }
+    }
+    Ok(Json(engine.signal(req).await?))
+}
+
+async fn complete(
+    Ns(engine): Ns,
+    Body(req): Body<CompleteRequest>,
+) -> ApiResult<Json<WorkflowTurn>> {
+    Ok(Json(engine.complete(req).await?))
+}
+
+async fn fail(Ns(engine): Ns, Body(req): Body<FailRequest>) -> ApiResult<Json<WorkflowTurn>> {
+    Ok(Json(engine.fail(req).await?))
+}
+
+async fn heartbeat(Ns(engine): Ns, Body(lease): Body<Lease>) -> ApiResult<Json<WorkflowTurn>> {
+    Ok(Json(engine.heartbeat(lease).await?))
+}
+
+// ---- status and schemas -------------------------------------------------------------------
+
+/// The status route counts at most this many instances.
+const STATUS_MAX_INSTANCES: usize = 10_000;
+
+/// Health and counts of the namespace. Reads every instance (up to a cap), so it answers only
+/// when the store does: a store failure is a `503`.
+async fn status(State(state): State<AppState>, Ns(engine): Ns) -> ApiResult<Json<Value>> {
+    let mut by_status: Map<String, Value> = InstanceStatus::ALL
+        .iter()
+        .map(|s| ((*s).to_owned(), json!(0u64)))
+        .collect();
+    let (mut total, mut pending, mut completed) = (0u64, 0u64, 0u64);
+    let mut after = None;
+    let mut complete = true;
+    loop {
+        let page = engine
+            .list_instances(ListInstancesQuery {
+                after: after.take(),
+                limit: Some(100),
+            })
+            .await?;
+        for inst in &page.instances {
+            total += 1;
+            pending += inst.pending_messages;
+            completed += inst.completed_turns;
+            let slot = by_status
+                .entry(inst.status.as_str().to_owned())
+                .or_insert(json!(0u64));
+            *slot = json!(slot.as_u64().unwrap_or(0) + 1);
+        }
+        match page.next_after {
+            Some(next) if (total as usize) < STATUS_MAX_INSTANCES => after = Some(next),
+            Some(_) => {
+                complete = false;
+                break;
+            }
+            None => break,
+        }
+    }
+    Ok(Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "namespace": engine.ns(),
+        "uptime_ms": state.started.elapsed().as_millis() as u64,
+        "instances": total,
+        "instances_by_status": by_status,
+        "pending_messages": pending,
+        "completed_turns": completed,
+        "counts_complete": complete,
+        "schemas": state.schemas.count(engine.ns()),
+        "shutting_down": state.options.shutdown.is_triggered(),
+    })))
+}
+
+async fn register_schema(
+    State(state): State<AppState>,
+    Ns(engine): Ns,
+    Body(doc): Body<SchemaDocument>,
+) -> ApiResult<Json<Value>> {
+    let now = engine.clock().now_ms();
+    Ok(Json(state.schemas.register(engine.ns(), doc, now)?))
+}
+
+#[derive(Deserialize)]
+struct SchemaQuery {
+    workflow_type: Option<String>,
+    version: Option<String>,
+}
+
+/// With both `workflow_type` and `version`: that document (404 when none is registered).
+/// Otherwise `{"schemas": [...]}`, filtered by what was given.
+async fn list_schemas(
+    State(state): State<AppState>,
+    Ns(engine): Ns,
+    Query(q): Query<SchemaQuery>,
+) -> ApiResult<Json<Value>> {
+    let found = state.schemas.list(
+        engine.ns(),
+        q.workflow_type.as_deref(),
+        q.version.as_deref(),
+    );
+    match (&q.workflow_type, &q.version) {
+        (Some(t), Some(v)) => found.into_iter().next().map(Json).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("no schemas are registered for {t} {v}"),
+            )
+        }),
+        _ => Ok(Json(json!({ "schemas": found }))),
+    }
+}
