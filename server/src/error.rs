@@ -161,3 +161,46 @@ impl IntoResponse for ApiError {
 
 /// A handler's result.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_are_retryable_503s_with_retry_after() {
+        let e = ApiError::from(turnwise::Error::Store("disk full".into()));
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.code, "store_unavailable");
+        assert_eq!(e.kind(), "api_error");
+        let body = e.body("req_1");
+        assert_eq!(body["error"]["retryable"], true);
+        assert_eq!(body["error"]["retry_after_seconds"], 1);
+        let res = e.into_response();
+        assert_eq!(res.headers()["retry-after"], "1");
+    }
+
+    #[test]
+    fn engine_errors_keep_their_status_code_and_param() {
+        let e = ApiError::from(turnwise::Error::LeaseLost {
+            workflow_id: "c-1".into(),
+            turn: 1,
+            reason: "the lease expired".into(),
+        });
+        assert_eq!(e.status, StatusCode::CONFLICT);
+        assert_eq!(e.kind(), "conflict_error");
+        let body = e.body("req_2");
+        assert_eq!(body["error"]["code"], "turn_lease_lost");
+        assert_eq!(body["error"]["retryable"], false);
+        assert_eq!(body["error"]["doc_url"], Value::Null);
+        assert!(body["error"].get("retry_after_seconds").is_none());
+
+        let e = ApiError::from(turnwise::Error::Invalid {
+            param: "key".into(),
+            message: "bad".into(),
+        });
+        assert_eq!(e.body("r")["error"]["param"], "key");
+        assert_eq!(e.kind(), "invalid_request_error");
+        let e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "slow_down", "later");
+        assert_eq!(e.kind(), "rate_limit_error");
+    }
+}

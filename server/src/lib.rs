@@ -296,12 +296,22 @@ async fn request_context(req: Request, next: Next) -> Response {
             }
         }
         res = json;
-        tracing::info!(
-            target: "turnwise_server::http",
-            %method, %path, status = status.as_u16(), code = %error.code,
-            latency_ms = started.elapsed().as_millis() as u64, request_id = %id,
-            "request refused"
-        );
+        let latency_ms = started.elapsed().as_millis() as u64;
+        if status.is_server_error() {
+            tracing::warn!(
+                target: "turnwise_server::http",
+                %method, %path, status = status.as_u16(), code = %error.code,
+                latency_ms, request_id = %id, message = %error.message,
+                "request failed"
+            );
+        } else {
+            tracing::info!(
+                target: "turnwise_server::http",
+                %method, %path, status = status.as_u16(), code = %error.code,
+                latency_ms, request_id = %id,
+                "request refused"
+            );
+        }
     } else {
         tracing::info!(
             target: "turnwise_server::http",

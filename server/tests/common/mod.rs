@@ -247,9 +247,32 @@ pub async fn start_with(
     }
 }
 
-/// The `turnwise` binary serving `db` on `bind`; answers the child and its address once it
-/// listens.
-pub fn spawn_binary(db: &Path, bind: &str, token: Option<&str>) -> (Child, String) {
+/// A `turnwise` process, killed (SIGKILL) when dropped so that a failing test leaves none behind.
+pub struct ServerProcess(pub Child);
+
+impl ServerProcess {
+    /// SIGKILL, and reap it.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            self.kill();
+        }
+    }
+}
+
+/// The `turnwise` binary serving `db` on `bind`; answers the process and its `host:port` once
+/// it listens.
+pub fn spawn_binary(db: &Path, bind: &str, token: Option<&str>) -> (ServerProcess, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_turnwise"));
     cmd.args(["serve", "--db"])
         .arg(db)
@@ -268,13 +291,13 @@ pub fn spawn_binary(db: &Path, bind: &str, token: Option<&str>) -> (Child, Strin
     std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines();
         while let Some(Ok(line)) = lines.next() {
-            if let Some(addr) = line.strip_prefix("turnwise listening on ") {
+            if let Some(addr) = line.strip_prefix("turnwise listening on http://") {
                 let _ = tx.send(addr.to_owned());
             }
         }
     });
     match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(addr) => (child, addr),
+        Ok(addr) => (ServerProcess(child), addr),
         Err(_) => {
             let _ = child.kill();
             panic!("the turnwise binary did not start listening within 30 s");

@@ -1,0 +1,212 @@
+//! Interop with the real client: the public `littlebigbrain==0.32.0` Python package, installed
+//! with pip into a virtual environment (`target/lbb-venv`, reused when present), runs its
+//! `WorkflowWorker` and workflow handles against the `turnwise` binary. The workflow has a step,
+//! a sleep, a signal wait answered with `handle.signal`, and a continuation; the test then checks
+//! the final state and history through turnwise's own API.
+//!
+//! Without `python3` the test prints one line and passes.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use serde_json::{json, Value};
+
+const PACKAGE: &str = "littlebigbrain==0.32.0";
+const TOKEN: &str = "lbb_sk_test_local";
+
+fn venv_dir() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is `<target>/tmp`.
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("lbb-venv")
+}
+
+/// Run a command to its end within `limit`, answering (success, stdout, stderr).
+fn run(cmd: &mut Command, limit: Duration) -> (bool, String, String) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = wait_exit(&mut child, limit);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let stdout = out_reader.join().unwrap();
+    let stderr = err_reader.join().unwrap();
+    match status {
+        Some(s) => (s.success(), stdout, stderr),
+        None => {
+            panic!("{cmd:?} did not finish within {limit:?}\nstdout:\n{stdout}\nstderr:\n{stderr}")
+        }
+    }
+}
+
+/// The venv's python with the package installed, creating the venv if needed.
+fn python_with_lbb() -> Option<PathBuf> {
+    let found = Command::new("python3")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !matches!(found, Ok(s) if s.success()) {
+        println!("skipping lbb interop: python3 not found");
+        return None;
+    }
+    let venv = venv_dir();
+    let python = venv.join("bin").join("python");
+    let installed = |python: &Path| {
+        python.exists()
+            && run(
+                Command::new(python).args([
+                    "-c",
+                    "import importlib.metadata as m; assert m.version('littlebigbrain') == '0.32.0'",
+                ]),
+                Duration::from_secs(60),
+            )
+            .0
+    };
+    if installed(&python) {
+        return Some(python);
+    }
+    let (ok, out, err) = run(
+        Command::new("python3").arg("-m").arg("venv").arg(&venv),
+        Duration::from_secs(120),
+    );
+    assert!(ok, "python3 -m venv {venv:?} failed:\n{out}\n{err}");
+    let (ok, out, err) = run(
+        Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            PACKAGE,
+        ]),
+        Duration::from_secs(600),
+    );
+    assert!(ok, "pip install {PACKAGE} failed:\n{out}\n{err}");
+    assert!(
+        installed(&python),
+        "{PACKAGE} is not importable after install"
+    );
+    Some(python)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lbb_python_worker_runs_against_turnwise_serve() {
+    let Some(python) = tokio::task::spawn_blocking(python_with_lbb).await.unwrap() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("turnwise.db");
+    let (mut server, addr) = spawn_binary(&db, "127.0.0.1:0", Some(TOKEN));
+    let url = format!("http://{addr}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lbb/counter_worker.py");
+
+    let (ok, stdout, stderr) = {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            run(
+                Command::new(&python)
+                    .arg(&script)
+                    .args([url.as_str(), TOKEN, "main"]),
+                Duration::from_secs(150),
+            )
+        })
+        .await
+        .unwrap()
+    };
+    if !ok {
+        server.kill();
+        panic!("the LBB worker script failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    }
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("no summary from the script ({e}):\n{stdout}\n{stderr}"));
+    assert_eq!(seen["state"], json!({"count": 5}), "{seen}");
+    assert_eq!(seen["completed_turns"], 2, "{seen}");
+
+    // What turnwise itself says, through its own API.
+    let api = Api::new(url, Some(TOKEN));
+    let inst = api
+        .get("/v1/workflows/instances/get?id=counter-1")
+        .await
+        .ok();
+    assert_eq!(inst["workflow_type"], "counter");
+    assert_eq!(inst["version"], "v1");
+    assert_eq!(inst["state"], json!({"count": 5}));
+    assert_eq!(inst["status"], "idle");
+    assert_eq!(inst["completed_turns"], 2);
+    assert_eq!(inst["pending_messages"], 0);
+
+    let history = api
+        .get("/v1/workflows/instances/history?id=counter-1")
+        .await
+        .ok();
+    let turns = history["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2, "{history}");
+
+    // Turn 1: step, sleep, signal wait resolved by the app's signal, then the continuation.
+    let t1 = &turns[0];
+    assert_eq!(t1["status"], "completed");
+    assert_eq!(t1["message_id"], "request-1");
+    assert_eq!(
+        t1["attempt"], 1,
+        "resumed after the sleep and the wait, never retried"
+    );
+    let steps = t1["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3, "{t1}");
+    assert_eq!(steps[0]["key"], "add");
+    assert_eq!(steps[0]["kind"], "step");
+    assert_eq!(steps[0]["output"], 2);
+    assert!(steps[0].get("delay_ms").is_none());
+    assert_eq!(steps[1]["key"], "cool-down");
+    assert_eq!(steps[1]["kind"], "sleep");
+    assert_eq!(steps[1]["delay_ms"], 200);
+    assert_eq!(steps[2]["key"], "approval");
+    assert_eq!(steps[2]["kind"], "signal");
+    assert_eq!(steps[2]["signal_name"], "approval");
+    assert_eq!(
+        steps[2]["output"],
+        json!({"received": true, "value": {"approved": true}})
+    );
+    assert_eq!(t1["result"], json!({"continued": 2}));
+    assert_eq!(t1["state_after"], json!({"count": 2}));
+    assert_eq!(t1["continued_to"], 2);
+    let signals = t1["signals"].as_array().unwrap();
+    assert_eq!(signals.len(), 1, "the repeated signal was delivered once");
+    assert_eq!(signals[0]["id"], "approval-1");
+
+    // Turn 2: the continuation's message, run to its end.
+    let t2 = &turns[1];
+    assert_eq!(t2["status"], "completed");
+    assert_eq!(t2["message"], json!({"add": 3}));
+    assert_eq!(t2["origin"]["kind"], "continuation");
+    assert_eq!(t2["origin"]["message_id"], "request-1");
+    assert_eq!(t2["result"], 5);
+    assert_eq!(t2["state_after"], json!({"count": 5}));
+    assert_eq!(t2["steps"][0]["output"], 3);
+    assert_eq!(t2["worker"], "py-worker");
+
+    server.kill();
+}
