@@ -86,6 +86,9 @@
 
 #![doc(test(attr(deny(warnings))))]
 
+// Generated code names `::turnwise::...`; this makes those paths work inside this crate too.
+extern crate self as turnwise;
+
 pub mod backend;
 pub mod clock;
 pub mod codec;
@@ -95,11 +98,16 @@ pub mod error;
 pub mod handle;
 pub mod prelude;
 pub mod protocol;
+pub mod schema;
 pub mod store;
 pub mod testing;
 pub mod validate;
 pub mod worker;
 pub mod workflow;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 
 pub use backend::Backend;
 pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};
@@ -110,3 +118,6 @@ pub use workflow::{
     Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
     WorkflowWait,
 };
+
+#[cfg(feature = "macros")]
+pub use turnwise_macros::{step, workflow, Signal};
