@@ -45,11 +45,11 @@ pub(crate) fn parse_ms(text: &str) -> Result<u64, String> {
 
 /// A duration in milliseconds, as people write it.
 pub(crate) fn show(ms: u64) -> String {
-    if ms >= HOUR_MS && ms % HOUR_MS == 0 {
+    if ms >= HOUR_MS && ms.is_multiple_of(HOUR_MS) {
         format!("{}h", ms / HOUR_MS)
-    } else if ms >= 60_000 && ms % 60_000 == 0 {
+    } else if ms >= 60_000 && ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
-    } else if ms >= 1_000 && ms % 1_000 == 0 {
+    } else if ms >= 1_000 && ms.is_multiple_of(1_000) {
         format!("{}s", ms / 1_000)
     } else {
         format!("{ms}ms")

@@ -21,7 +21,7 @@ enum StepContext {
     /// `s: StepCtx`.
     Plain,
     /// `s: Resumable<C>`: a typed resume cursor.
-    Resumable(Type),
+    Resumable(Box<Type>),
 }
 
 /// A checked `#[step]` function.
@@ -80,7 +80,7 @@ fn context_of(ty: &Type) -> Option<StepContext> {
     if seg.ident == "Resumable" {
         if let PathArguments::AngleBracketed(a) = &seg.arguments {
             if let Some(GenericArgument::Type(c)) = a.args.first() {
-                return Some(StepContext::Resumable(c.clone()));
+                return Some(StepContext::Resumable(Box::new(c.clone())));
             }
         }
     }

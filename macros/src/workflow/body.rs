@@ -50,8 +50,17 @@ pub(crate) struct Settings<'a> {
     pub(crate) allow_nondeterminism: bool,
 }
 
+/// What the checks found.
+pub(crate) struct BodyInfo {
+    /// The durable calls, in order.
+    pub(crate) calls: Vec<DurableCall>,
+    /// Signals waited for but not accepted (reported; the expansion accepts them anyway so
+    /// that the report is not repeated by the type checker).
+    pub(crate) unaccepted: Vec<syn::Path>,
+}
+
 /// Check `body`; return its durable calls.
-pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> Vec<DurableCall> {
+pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo {
     let mut a = Analyzer {
         cx,
         s: settings,
@@ -59,6 +68,7 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> Vec<Durab
         has_loop: false,
         hash_vars: HashSet::new(),
         calls: Vec::new(),
+        unaccepted: Vec::new(),
     };
     let flow = a.block(body);
     if !a.has_loop && flow.path.len() > TURN_BUDGET {
@@ -71,7 +81,10 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> Vec<Durab
             ),
         );
     }
-    a.calls
+    BodyInfo {
+        calls: a.calls,
+        unaccepted: a.unaccepted,
+    }
 }
 
 /// What a part of the body may do.
@@ -94,6 +107,7 @@ struct Analyzer<'a> {
     /// Locals known to hold a `HashMap` or `HashSet`.
     hash_vars: HashSet<String>,
     calls: Vec<DurableCall>,
+    unaccepted: Vec<syn::Path>,
 }
 
 /// A durable call and the builder calls chained onto it, e.g. `crawl(ctx, a).key("a")`.
@@ -484,7 +498,7 @@ impl Analyzer<'_> {
     }
 
     /// `ctx.wait_for_signal::<S>(..)`: `S` must be an accepted signal.
-    fn check_signal(&self, m: &ExprMethodCall) {
+    fn check_signal(&mut self, m: &ExprMethodCall) {
         let Some(Type::Path(p)) = first_type_arg(m.turbofish.as_ref()) else {
             return;
         };
@@ -513,6 +527,13 @@ impl Analyzer<'_> {
             &p.path,
             format!("workflow `{workflow}` does not accept signal `{name}`: {alternatives}"),
         );
+        if !self
+            .unaccepted
+            .iter()
+            .any(|u| u.segments.last().map(|s| &s.ident) == Some(name))
+        {
+            self.unaccepted.push(p.path.clone());
+        }
     }
 
     // ---- macros ------------------------------------------------------------------------

@@ -38,7 +38,7 @@ use syn::{FnArg, ItemFn, Type};
 
 use super::args::WorkflowArgs;
 use super::ast::WorkflowFn;
-use super::body::{CallKind, DurableCall};
+use super::body::{BodyInfo, CallKind, DurableCall};
 use crate::private::{allowed_lints, Private};
 
 /// The attributes of the user's function, split by where they go.
@@ -117,8 +117,9 @@ pub(crate) fn generate(
     p: &Private,
     args: &WorkflowArgs,
     wf: &WorkflowFn,
-    calls: &[DurableCall],
+    info: &BodyInfo,
 ) -> TokenStream {
+    let calls = &info.calls;
     let item = &wf.original;
     let attrs = split_attrs(item);
     let cfgs = &attrs.cfgs;
@@ -167,7 +168,7 @@ pub(crate) fn generate(
     };
 
     let signals = &args.signals;
-    let accepts = signals.iter().map(|s| {
+    let accepts = signals.iter().chain(&info.unaccepted).map(|s| {
         quote_spanned! {s.span()=>
             #[automatically_derived]
             impl #p::Accepts<#s> for #ident {}

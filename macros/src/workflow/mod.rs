@@ -43,10 +43,10 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         signals: &args.signals,
         allow_nondeterminism: args.allow_nondeterminism,
     };
-    let calls = body::analyze(&cx, &settings, &item.block);
+    let info = body::analyze(&cx, &settings, &item.block);
     // Body checks do not stop the expansion: the generated code is complete, so only the
     // checks' own errors are reported.
-    let out = codegen::generate(&private, &args, &wf, &calls);
+    let out = codegen::generate(&private, &args, &wf, &info);
     match cx.check() {
         Ok(()) => out,
         Err(e) => {
