@@ -37,3 +37,21 @@ pub(crate) fn allowed_lints() -> TokenStream {
         )]
     }
 }
+
+/// Move `tokens` to `span` for error reporting, keeping how their names resolve.
+pub(crate) fn respan(tokens: TokenStream, span: proc_macro2::Span) -> TokenStream {
+    use proc_macro2::{Group, TokenTree};
+    tokens
+        .into_iter()
+        .map(|mut t| {
+            if let TokenTree::Group(g) = &t {
+                let mut group = Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(g.span().located_at(span));
+                t = TokenTree::Group(group);
+            } else {
+                t.set_span(t.span().located_at(span));
+            }
+            t
+        })
+        .collect()
+}

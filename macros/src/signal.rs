@@ -115,7 +115,7 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
         const _: () = {
             #[automatically_derived]
             impl #p::Signal for #ident {
-                const NAME: &'static str = #wire_name;
+                const NAME: &'static ::core::primitive::str = #wire_name;
             }
             const _: () = #check;
         };

@@ -33,48 +33,80 @@ pub trait StepFn {
     const KEY: &'static str;
 }
 
-macro_rules! wire_roles {
-    ($($(#[$doc:meta])* $trait:ident, $assert:ident, $message:literal, $what:literal;)*) => {$(
-        $(#[$doc])*
-        #[diagnostic::on_unimplemented(
-            message = $message,
-            label = "saved and sent as JSON",
-            note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
-        )]
-        pub trait $trait: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
-        impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> $trait for T {}
+/// A workflow's state type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a workflow's state: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireState: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireState for T {}
 
-        #[doc = concat!("Assert that `T` can be ", $what, ".")]
-        pub const fn $assert<T: $trait>() {}
-    )*};
-}
+/// Assert that `T` can be a workflow's state.
+pub const fn assert_state<T: WireState>() {}
 
-wire_roles! {
-    /// A workflow's state type.
-    WireState, assert_state,
-    "`{Self}` cannot be a workflow's state: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    "a workflow's state";
-    /// A workflow's message type.
-    WireMessage, assert_message,
-    "`{Self}` cannot be a workflow's message: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    "a workflow's message";
-    /// A workflow's reply type.
-    WireReply, assert_reply,
-    "`{Self}` cannot be a workflow's reply: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    "a workflow's reply";
-    /// A signal type.
-    WireSignal, assert_signal_data,
-    "`{Self}` cannot be a signal: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    "a signal";
-    /// A step's output type.
-    WireStepOutput, assert_step_output,
-    "`{Self}` cannot be a step's output: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    "a step's output";
-    /// A step's resume cursor type.
-    WireCursor, assert_cursor,
-    "`{Self}` cannot be a step's resume cursor: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    "a step's resume cursor";
+/// A workflow's message type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a workflow's message: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireMessage: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireMessage for T {}
+
+/// Assert that `T` can be a workflow's message.
+pub const fn assert_message<T: WireMessage>() {}
+
+/// A workflow's reply type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a workflow's reply: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireReply: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireReply for T {}
+
+/// Assert that `T` can be a workflow's reply.
+pub const fn assert_reply<T: WireReply>() {}
+
+/// A signal type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a signal: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireSignal: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireSignal for T {}
+
+/// Assert that `T` can be a signal.
+pub const fn assert_signal_data<T: WireSignal>() {}
+
+/// A step's output type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a step's output: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireStepOutput:
+    Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static
+{
 }
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireStepOutput for T {}
+
+/// Assert that `T` can be a step's output.
+pub const fn assert_step_output<T: WireStepOutput>() {}
+
+/// A step's resume cursor type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a step's resume cursor: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireCursor: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireCursor for T {}
+
+/// Assert that `T` can be a step's resume cursor.
+pub const fn assert_cursor<T: WireCursor>() {}
 
 /// A type that a `#[workflow]` or `#[step]` function may fail with.
 #[diagnostic::on_unimplemented(
@@ -84,9 +116,6 @@ wire_roles! {
 )]
 pub trait IntoTurnError: Into<TurnError> {}
 impl<E: Into<TurnError>> IntoTurnError for E {}
-
-/// Assert that `E` converts into [`TurnError`].
-pub const fn assert_error<E: IntoTurnError>() {}
 
 /// What a workflow's dependencies (its fourth parameter) must be.
 #[diagnostic::on_unimplemented(
@@ -99,9 +128,6 @@ impl<D: Clone + Send + Sync + 'static> WorkflowDeps for D {}
 
 /// Assert that `D` can be a workflow's dependencies.
 pub const fn assert_deps<D: WorkflowDeps>() {}
-
-/// Assert that `S` is a signal.
-pub const fn assert_signal<S: Signal + JsonSchema>() {}
 
 /// Box a step body so that a `#[step]` function returns a nameable type.
 pub fn box_step<'a, T, F, Fut>(f: F) -> BoxStepFn<'a, T>

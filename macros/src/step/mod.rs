@@ -106,8 +106,8 @@ fn check(cx: &Ctxt, item: &ItemFn) -> Option<StepFn> {
         cx.error_spanned_by(abi, "a `#[step]` function cannot have an ABI");
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        cx.error_at(
-            sig.generics.span(),
+        cx.error_spanned_by(
+            &sig.generics,
             "a `#[step]` function cannot be generic: its output is saved and replayed as one fixed type; name concrete types",
         );
         fatal = true;
@@ -353,7 +353,7 @@ fn generate(p: &Private, args: &args::StepArgs, step: &StepFn) -> TokenStream {
             #[automatically_derived]
             impl #p::StepFn for #ident {
                 type Output = #output;
-                const KEY: &'static str = #key;
+                const KEY: &'static ::core::primitive::str = #key;
             }
             const _: () = #output_check;
             #cursor_check

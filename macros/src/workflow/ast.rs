@@ -59,13 +59,8 @@ impl WorkflowFn {
         }
         let mut fatal = false;
         if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-            let span = if sig.generics.params.is_empty() {
-                sig.generics.where_clause.span()
-            } else {
-                sig.generics.span()
-            };
-            cx.error_at(
-                span,
+            cx.error_spanned_by(
+                &sig.generics,
                 "a `#[workflow]` function cannot be generic: its state, message and reply types are fixed on the wire; name concrete types",
             );
             fatal = true;
@@ -165,7 +160,7 @@ impl WorkflowFn {
             },
             None => None,
         };
-        for t in typed.iter().skip(1).take(2) {
+        for t in typed.iter().skip(1).take(2).filter(|t| !is_turn(&t.ty)) {
             if let Type::Reference(r) = &*t.ty {
                 cx.error_spanned_by(
                     r,

@@ -72,8 +72,8 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
     };
     let flow = a.block(body);
     if !a.has_loop && flow.path.len() > TURN_BUDGET {
-        cx.error_at(
-            flow.path[TURN_BUDGET],
+        cx.error_spanned_by(
+            &flow.path[TURN_BUDGET],
             format!(
                 "this is durable call {} of this turn, over the turn budget of {TURN_BUDGET} steps, sleeps and signal waits; end the turn with `{}.continue_(state, message)` and do the rest in the next turn",
                 TURN_BUDGET + 1,
@@ -92,8 +92,8 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
 struct Flow {
     /// The literal keys it may use, with where.
     keys: Vec<(String, Span)>,
-    /// The durable calls of its longest run, in order.
-    path: Vec<Span>,
+    /// The durable calls of its longest run, in order (each as `ctx.step` or `name`).
+    path: Vec<TokenStream>,
     /// Whether it always leaves the function (`return`, `break`, `continue`).
     diverges: bool,
 }
@@ -184,7 +184,7 @@ impl Analyzer<'_> {
                 self.cx.error_at(
                     span,
                     format!(
-                        "step key `{key}` is used twice in this turn; every durable call needs a key of its own, e.g. `{key}-2` (the same key is only allowed in mutually exclusive arms of one `if` or `match`)"
+                        "step key `{key}` is used twice in this turn; give this call a key of its own, e.g. \"{key}-2\" (a `#[step]` function takes it with `.key(\"{key}-2\")`); the same key is only allowed in mutually exclusive arms of one `if` or `match`"
                     ),
                 );
                 self.cx
@@ -402,6 +402,23 @@ impl Analyzer<'_> {
         let args = self.exprs(args.into_iter().chain(chain.builder_args.iter().copied()));
         self.then(&mut flow, args);
 
+        let (head, call) = match &chain.base {
+            Base::Method(m) => {
+                let (recv, dot, method) = (&m.receiver, &m.dot_token, &m.method);
+                (
+                    quote::quote!(#recv #dot #method),
+                    format!("{}.{method}(..)", self.s.ctx),
+                )
+            }
+            Base::StepFn(_, path) => {
+                let name = path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default();
+                (quote::quote!(#path), format!("{name}({}, ..)", self.s.ctx))
+            }
+        };
         let span = e.span();
         let (kind, default_key, example) = match (&chain.base, method) {
             (Base::Method(m), Some(method)) => {
@@ -453,12 +470,11 @@ impl Analyzer<'_> {
         };
 
         if !awaited {
-            self.cx.error_at(
-                span,
+            self.cx.error_spanned_by(
+                &head,
                 format!(
-                    "this durable call is not awaited where it is made: a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably until it finishes), so its future cannot be stored or run alongside another; write `{call}.await?` and await the next call after it",
+                    "this durable call is not awaited where it is made: a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably until it finishes), so its future cannot be stored or run alongside another; write `{call}.await?` and make the next call after it",
                     ctx = self.s.ctx,
-                    call = short(e),
                 ),
             );
         }
@@ -489,7 +505,7 @@ impl Analyzer<'_> {
                 flow.keys.push((text.clone(), *at));
             }
         }
-        flow.path.push(span);
+        flow.path.push(head);
         self.calls.push(DurableCall {
             kind,
             key: literal.map(|(k, _)| k),
@@ -565,12 +581,12 @@ impl Analyzer<'_> {
 
     // ---- nondeterminism ----------------------------------------------------------------
 
-    fn nondeterministic(&self, at: Span, what: &str, instead: &str) {
+    fn nondeterministic(&self, at: &dyn quote::ToTokens, what: &str, instead: &str) {
         if self.s.allow_nondeterminism {
             return;
         }
-        self.cx.error_at(
-            at,
+        self.cx.error_spanned_by(
+            at.to_token_stream(),
             format!(
                 "{what} in a workflow body makes replays diverge: the turn runs again from the top on every attempt and must take the same path; {instead} (or opt out with `#[workflow(allow_nondeterminism)]`)"
             ),
@@ -584,7 +600,7 @@ impl Analyzer<'_> {
             |tail: &[&str]| segs.len() >= tail.len() && segs[segs.len() - tail.len()..] == *tail;
         let shown = segs.join("::");
         let ctx = self.s.ctx;
-        let span = path.span();
+        let span = path;
         if ends(&["SystemTime", "now"])
             || ends(&["Instant", "now"])
             || ends(&["Utc", "now"])
@@ -670,7 +686,7 @@ impl Analyzer<'_> {
 
     fn check_hash_iteration(&self, iterated: &Expr) {
         if let Some(kind) = self.hash_of(iterated) {
-            self.hash_error(iterated.span(), kind);
+            self.hash_error(iterated, kind);
         }
     }
 
@@ -690,11 +706,12 @@ impl Analyzer<'_> {
             return;
         }
         if let Some(kind) = self.hash_of(&m.receiver) {
-            self.hash_error(m.span(), kind);
+            let (recv, dot, method) = (&m.receiver, &m.dot_token, &m.method);
+            self.hash_error(&quote::quote!(#recv #dot #method), kind);
         }
     }
 
-    fn hash_error(&self, span: Span, kind: &str) {
+    fn hash_error(&self, span: &dyn quote::ToTokens, kind: &str) {
         self.nondeterministic(
             span,
             &format!("iterating over a `{kind}`"),
@@ -797,23 +814,6 @@ fn hash_expr(e: &Expr) -> Option<&'static str> {
         }
         _ => None,
     }
-}
-
-/// A call as short text for messages, e.g. `ctx.step("a", ..)`.
-fn short(e: &Expr) -> String {
-    let text = quote::quote!(#e).to_string();
-    let compact: String = text
-        .replace(" . ", ".")
-        .replace(" (", "(")
-        .replace("( ", "(")
-        .replace(" )", ")")
-        .replace(" ,", ",");
-    if compact.len() > 60 {
-        if let Some(open) = compact.find('(') {
-            return format!("{}(..)", &compact[..open]);
-        }
-    }
-    compact
 }
 
 /// The direct sub-expressions of `e`, for the kinds the walker does not treat specially.

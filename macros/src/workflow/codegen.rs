@@ -39,7 +39,7 @@ use syn::{FnArg, ItemFn, Type};
 use super::args::WorkflowArgs;
 use super::ast::WorkflowFn;
 use super::body::{BodyInfo, CallKind, DurableCall};
-use crate::private::{allowed_lints, Private};
+use crate::private::{allowed_lints, respan, Private};
 
 /// The attributes of the user's function, split by where they go.
 struct Attrs<'a> {
@@ -169,13 +169,38 @@ pub(crate) fn generate(
 
     let signals = &args.signals;
     let accepts = signals.iter().chain(&info.unaccepted).map(|s| {
-        quote_spanned! {s.span()=>
-            #[automatically_derived]
-            impl #p::Accepts<#s> for #ident {}
-        }
+        let span = s.span();
+        respan(
+            quote! {
+                #[automatically_derived]
+                impl #p::Accepts<#s> for #ident {}
+            },
+            span,
+        )
     });
     let distinct_names = distinct_signal_names(p, ident, signals);
+    let signal_names = signals
+        .iter()
+        .map(|s| respan(quote!(<#s as #p::Signal>::NAME), s.span()));
 
+    let assoc_types = {
+        let state = quote_spanned!(state_ty.span()=> type State = #state_ty;);
+        let message = quote_spanned!(message_ty.span()=> type Message = #message_ty;);
+        let reply = quote_spanned!(reply_ty.span()=> type Reply = #reply_ty;);
+        quote!(#state #message #reply)
+    };
+    // A `run` future that is not `Send` is reported at the user's function.
+    let run_head = respan(
+        quote! {
+            async fn run(
+                &self,
+                #turn: &mut #p::Turn<Self>,
+                #state: #state_ty,
+                #message: #message_ty,
+            ) -> #p::TurnResult<Self>
+        },
+        ident.span(),
+    );
     let options = options(p, args);
     let schema = schema(p, wf, &name, &version, signals, calls);
     let deps_impls = deps_ty.map(|deps| {
@@ -210,12 +235,10 @@ pub(crate) fn generate(
         const _: () = {
             #[automatically_derived]
             impl #p::Workflow for #ident {
-                type State = #state_ty;
-                type Message = #message_ty;
-                type Reply = #reply_ty;
-                const NAME: &'static str = #name;
-                const VERSION: &'static str = #version;
-                const SIGNALS: &'static [&'static str] = &[#(<#signals as #p::Signal>::NAME),*];
+                #assoc_types
+                const NAME: &'static ::core::primitive::str = #name;
+                const VERSION: &'static ::core::primitive::str = #version;
+                const SIGNALS: &'static [&'static ::core::primitive::str] = &[#(#signal_names),*];
 
                 #options
 
@@ -223,12 +246,7 @@ pub(crate) fn generate(
                     #p::Option::Some(#ident::schema(self))
                 }
 
-                async fn run(
-                    &self,
-                    #turn: &mut #p::Turn<Self>,
-                    #state: #state_ty,
-                    #message: #message_ty,
-                ) -> #p::TurnResult<Self> {
+                #run_head {
                     #(#rest)*
                     #[allow(clippy::needless_pass_by_value, clippy::unused_async)]
                     #asyncness #fn_token #ident(
@@ -311,9 +329,10 @@ fn schema(
     let state = quote_spanned!(state_ty.span()=> #p::state_schema::<#state_ty>());
     let reply = quote_spanned!(reply_ty.span()=> #p::reply_schema::<#reply_ty>());
     let signals = signals.iter().map(|s| {
-        quote_spanned! {s.span()=>
-            (<#s as #p::Signal>::NAME, #p::signal_schema::<#s>())
-        }
+        respan(
+            quote!((<#s as #p::Signal>::NAME, #p::signal_schema::<#s>())),
+            s.span(),
+        )
     });
     let mut seen = BTreeSet::new();
     let steps = calls.iter().filter_map(|call| {
@@ -324,7 +343,7 @@ fn schema(
                 quote_spanned!(path.span()=> <#path as #p::StepFn>::Output)
             }
             CallKind::Now => quote!(#p::Millis),
-            CallKind::Random => quote!(u64),
+            CallKind::Random => quote!(::core::primitive::u64),
             CallKind::Step(None) | CallKind::Sleep | CallKind::Wait => return None,
         };
         if !seen.insert(key.clone()) {

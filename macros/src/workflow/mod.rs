@@ -32,8 +32,8 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let Some(wf) = ast::WorkflowFn::from_syn(&cx, &item) else {
         // The signature cannot be expanded: keep a stub of the type so that code using it
-        // reports no more than this.
-        let stub = codegen::stub(&item);
+        // reports no more than this (not inside an `impl`, where no struct can go).
+        let stub = item.sig.receiver().is_none().then(|| codegen::stub(&item));
         let errors = cx.check().err().map(syn::Error::into_compile_error);
         return quote!(#stub #errors);
     };
