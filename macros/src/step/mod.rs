@@ -322,7 +322,7 @@ fn generate(p: &Private, args: &args::StepArgs, step: &StepFn) -> TokenStream {
         _ => TokenStream::new(),
     };
     let allowed = private::allowed_lints();
-    let marker_doc = format!("The output and key of the `#[step]` function [`{ident}()`].");
+    let marker_doc = format!(" The output and key of the `#[step]` function [`{ident}()`].");
 
     quote! {
         #(#docs)*

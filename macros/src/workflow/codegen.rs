@@ -223,7 +223,7 @@ pub(crate) fn generate(
     });
     let allowed = allowed_lints();
     let schema_doc = format!(
-        "The JSON Schemas of the `{name}` workflow: its message, state and reply, each accepted signal by name and each step output known at compile time, by key."
+        " The JSON Schemas of the `{name}` workflow: its message, state and reply, each accepted signal by name and each step output known at compile time, by key."
     );
 
     quote! {
