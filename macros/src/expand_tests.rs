@@ -32,9 +32,9 @@ fn expand_item(mut item: syn::Item) -> TokenStream {
             }
         }
         syn::Item::Struct(_) | syn::Item::Enum(_) => {
-            let derives_signal = item_attrs(&item).iter().any(|a| {
-                a.path().is_ident("derive") && quote!(#a).to_string().contains("Signal")
-            });
+            let derives_signal = item_attrs(&item)
+                .iter()
+                .any(|a| a.path().is_ident("derive") && quote!(#a).to_string().contains("Signal"));
             let generated = if derives_signal {
                 signal::expand(quote!(#item))
             } else {
