@@ -78,11 +78,19 @@
 //! # }
 //! ```
 //!
+//! # Defining workflows
+//!
+//! [`macro@workflow`] turns an `async fn` into a [`Workflow`], [`macro@step`] makes reusable
+//! steps and [`derive@Signal`] declares signals; they check keys, signatures, signals and
+//! replay determinism at compile time (see `docs/macros.md`). Implementing [`Workflow`] by
+//! hand works too.
+//!
 //! # Feature flags
 //!
 //! | feature  | default | what it adds |
 //! |----------|---------|--------------|
 //! | `sqlite` | yes     | [`store::SqliteStore`] and [`Engine::open`], the embedded default |
+//! | `macros` | yes     | `#[workflow]`, `#[step]` and `#[derive(Signal)]` |
 
 #![doc(test(attr(deny(warnings))))]
 
