@@ -527,6 +527,84 @@ impl<W, T, F> Step<'_, W, T, F> {
         self.options = options;
         self
     }
+
+    /// Use `key` for this call instead of the step's own key: a `#[step]` function called
+    /// twice in one turn needs a distinct key per call, e.g. `crawl(ctx, a).key("crawl-a")`.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = key.into();
+        self
+    }
+}
+
+/// The future of a boxed step body.
+pub type BoxStepFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, TurnError>> + Send + 'a>>;
+
+/// A boxed step body: what a `#[step]` function hands to [`Turn::step`], so that it can return
+/// the nameable type `Step<'a, W, T, BoxStepFn<'a, T>>`.
+pub type BoxStepFn<'a, T> = Box<dyn FnOnce(StepCtx) -> BoxStepFuture<'a, T> + Send + 'a>;
+
+/// A step context whose resume cursor has the type `C`: a `#[step]` function that takes
+/// `s: Resumable<C>` instead of `s: StepCtx` reads its cursor with
+/// [`checkpoint`](Self::checkpoint) and saves one with [`heartbeat`](Self::heartbeat), both
+/// typed. Everything else of [`StepCtx`] is reached through `Deref`.
+pub struct Resumable<C> {
+    ctx: StepCtx,
+    _cursor: PhantomData<fn() -> C>,
+}
+
+impl<C> Resumable<C> {
+    /// The typed view of a step context.
+    pub fn new(ctx: StepCtx) -> Self {
+        Self {
+            ctx,
+            _cursor: PhantomData,
+        }
+    }
+
+    /// The untyped step context.
+    pub fn untyped(&self) -> &StepCtx {
+        &self.ctx
+    }
+}
+
+impl<C: Serialize + DeserializeOwned> Resumable<C> {
+    /// The cursor the last heartbeat of an earlier attempt of this step saved; `None` on a
+    /// first attempt.
+    pub fn checkpoint(&self) -> Option<C> {
+        self.ctx.checkpoint::<C>()
+    }
+
+    /// Save a resume cursor now; a later attempt of this step reads it with
+    /// [`checkpoint`](Self::checkpoint).
+    pub async fn heartbeat(&self, cursor: C) -> Result<(), TurnError> {
+        self.ctx.heartbeat(cursor).await
+    }
+}
+
+impl<C> Clone for Resumable<C> {
+    fn clone(&self) -> Self {
+        Self::new(self.ctx.clone())
+    }
+}
+
+impl<C> std::fmt::Debug for Resumable<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Resumable").field(&self.ctx).finish()
+    }
+}
+
+impl<C> std::ops::Deref for Resumable<C> {
+    type Target = StepCtx;
+
+    fn deref(&self) -> &StepCtx {
+        &self.ctx
+    }
+}
+
+impl<C> From<StepCtx> for Resumable<C> {
+    fn from(ctx: StepCtx) -> Self {
+        Self::new(ctx)
+    }
 }
 
 impl<'a, W, T, F, Fut> IntoFuture for Step<'a, W, T, F>

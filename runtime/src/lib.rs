@@ -78,14 +78,25 @@
 //! # }
 //! ```
 //!
+//! # Defining workflows
+//!
+//! [`macro@workflow`] turns an `async fn` into a [`Workflow`], [`macro@step`] makes reusable
+//! steps and [`derive@Signal`] declares signals; they check keys, signatures, signals and
+//! replay determinism at compile time (see `docs/macros.md`). Implementing [`Workflow`] by
+//! hand works too.
+//!
 //! # Feature flags
 //!
 //! | feature  | default | what it adds |
 //! |----------|---------|--------------|
 //! | `sqlite` | yes     | [`store::SqliteStore`] and [`Engine::open`], the embedded default |
 //! | `http`   | no      | `Http`: the [`Backend`] over HTTP, a client of a turnwise server |
+//! | `macros` | yes     | `#[workflow]`, `#[step]` and `#[derive(Signal)]` |
 
 #![doc(test(attr(deny(warnings))))]
+
+// Generated code names `::turnwise::...`; this makes those paths work inside this crate too.
+extern crate self as turnwise;
 
 pub mod backend;
 pub mod clock;
@@ -98,11 +109,16 @@ pub mod handle;
 pub mod http;
 pub mod prelude;
 pub mod protocol;
+pub mod schema;
 pub mod store;
 pub mod testing;
 pub mod validate;
 pub mod worker;
 pub mod workflow;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
 
 pub use backend::Backend;
 pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};
@@ -115,3 +131,6 @@ pub use workflow::{
     Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
     WorkflowWait,
 };
+
+#[cfg(feature = "macros")]
+pub use turnwise_macros::{step, workflow, Signal};

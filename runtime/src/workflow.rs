@@ -111,6 +111,12 @@ pub trait Workflow: Send + Sync + Sized + 'static {
         WorkflowOptions::default()
     }
 
+    /// The JSON Schemas of this workflow's message, state, reply, signals and steps, if it has
+    /// them: `#[workflow]` generates them; a hand-written workflow has none unless it says so.
+    fn schema(&self) -> Option<crate::schema::WorkflowSchema> {
+        None
+    }
+
     /// Run one turn: the handler, from the top, replaying saved steps.
     fn run(
         &self,
@@ -140,6 +146,11 @@ pub type TurnResult<W> = Result<
 /// }
 /// # fn main() { let _ = Approval { approved: true }; }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a signal",
+    label = "not a signal",
+    note = "derive it: `#[derive(Serialize, Deserialize, JsonSchema, Signal)] #[signal(name = \"...\")]`"
+)]
 pub trait Signal: Data {
     /// The signal name on the wire (1–128 of `A-Z a-z 0-9 _ - .`).
     const NAME: &'static str;

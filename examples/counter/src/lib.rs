@@ -3,6 +3,7 @@
 //! *continuation*, a follow-up message committed atomically with the new state and appended at
 //! the tail of the inbox, so it runs as a turn of its own after what is already queued.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use turnwise::prelude::*;
 
@@ -10,7 +11,7 @@ use turnwise::prelude::*;
 pub const BONUS: u64 = 100;
 
 /// The saved state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Count {
     /// The running total.
     pub count: u64,
@@ -19,7 +20,7 @@ pub struct Count {
 }
 
 /// A message of the inbox.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Add {
     /// What to add.
     pub amount: u64,
@@ -46,32 +47,34 @@ impl Add {
     }
 }
 
-/// The workflow definition.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Counter;
+/// The step of a turn: add `amount`. Its output is saved before the turn goes on, and a retry
+/// replays it instead of running it again. Its key is its name, `add`.
+#[step]
+async fn add(amount: u64) -> Result<u64, TurnError> {
+    Ok(amount)
+}
 
-impl Workflow for Counter {
-    type State = Count;
-    type Message = Add;
-    /// The count after the turn.
-    type Reply = u64;
-    const NAME: &'static str = "counter";
-    const VERSION: &'static str = "v1";
-
-    async fn run(&self, ctx: &mut Turn<Self>, state: Count, message: Add) -> TurnResult<Self> {
-        let amount = message.amount;
-        // The step's output is saved before the turn goes on; a retry replays it.
-        let added = ctx.step("add", move |_s| async move { Ok(amount) }).await?;
-        let requests = state.requests + u64::from(!message.follow_up);
-        let next = Count {
-            count: state.count + added,
-            requests,
-        };
-        let total = next.count;
-        if !message.follow_up && requests.is_multiple_of(3) {
-            // State, reply and the follow-up message are committed in one write.
-            return Ok(ctx.continue_(next, Add::bonus()).reply(total));
-        }
-        Ok(Done::new(next).reply(total))
+/// The `counter` workflow: each message adds its amount in a step and replies with the count
+/// after the turn; every third request from the app also continues with the bonus.
+///
+/// `counter` is both the workflow's type and its value: `counter.start(&engine, "counter-1")`,
+/// `Worker::new(engine).register(counter)`, `counter.schema()`.
+#[workflow(name = "counter", version = "v1")]
+pub async fn counter(
+    ctx: &mut Turn,
+    state: Count,
+    message: Add,
+) -> Result<Done<Count, u64>, TurnError> {
+    let added = add(ctx, message.amount).await?;
+    let requests = state.requests + u64::from(!message.follow_up);
+    let next = Count {
+        count: state.count + added,
+        requests,
+    };
+    let total = next.count;
+    if !message.follow_up && requests.is_multiple_of(3) {
+        // State, reply and the follow-up message are committed in one write.
+        return Ok(ctx.continue_(next, Add::bonus()).reply(total));
     }
+    Ok(Done::new(next).reply(total))
 }

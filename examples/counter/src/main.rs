@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use example_counter::{Add, Counter};
+use example_counter::{counter, Add};
 use turnwise::prelude::*;
 
 fn database_path() -> std::io::Result<PathBuf> {
@@ -26,23 +26,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::open(&path).await?;
     println!("The engine keeps its data in {}.", path.display());
 
-    let counter = Counter.start(&engine, "counter-1").await?;
-    println!("Started the workflow instance `{}`.", counter.id());
+    let handle = counter.start(&engine, "counter-1").await?;
+    println!("Started the workflow instance `{}`.", handle.id());
 
     for (i, amount) in [1, 2, 3, 4].into_iter().enumerate() {
         let id = format!("request-{}", i + 1);
-        let turn = counter.send(Add::request(amount), id.as_str()).await?;
+        let turn = handle.send(Add::request(amount), id.as_str()).await?;
         println!(
             "Sent {id} (add {amount}); the inbox admitted it as turn {}.",
             turn.number
         );
     }
 
-    let worker = Worker::new(engine.clone()).register(Counter);
+    let worker = Worker::new(engine.clone()).register(counter);
     let attempts = worker.run_until_idle().await?;
     println!("A worker ran {attempts} turns until the inbox was empty:");
 
-    let history = counter.history(None).await?;
+    let history = handle.history(None).await?;
     for turn in &history.turns {
         let message: Add = serde_json::from_value(turn.message.clone())?;
         let what = if message.follow_up {
@@ -61,7 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let state = counter.state().await?;
+    let state = handle.state().await?;
     println!(
         "The final count is {} after {} requests from the app.",
         state.count, state.requests

@@ -1,17 +1,17 @@
 //! The counter workflow in the test environment: replies, state, saved steps and the
 //! continuation's place in the inbox.
 
-use example_counter::{Add, Count, Counter, BONUS};
+use example_counter::{counter, Add, Count, BONUS};
 use turnwise::protocol::TurnStatus;
 use turnwise::testing::TestEnv;
 
 #[tokio::test]
 async fn every_third_request_continues_with_a_bonus_at_the_tail(
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let env = TestEnv::new().register(Counter);
-    let counter = env.start(&Counter, "counter-1").await?;
+    let env = TestEnv::new().register(counter);
+    let handle = env.start(&counter, "counter-1").await?;
     for (i, amount) in [1, 2, 3, 4].into_iter().enumerate() {
-        let turn = counter
+        let turn = handle
             .send(Add::request(amount), format!("request-{}", i + 1))
             .await?;
         assert_eq!(turn.number, i as u64 + 1);
@@ -23,7 +23,7 @@ async fn every_third_request_continues_with_a_bonus_at_the_tail(
     );
 
     assert_eq!(
-        counter.state().await?,
+        handle.state().await?,
         Count {
             count: 10 + BONUS,
             requests: 4
@@ -31,19 +31,19 @@ async fn every_third_request_continues_with_a_bonus_at_the_tail(
     );
     let replies = [1, 3, 6, 10, 10 + BONUS];
     for (n, want) in (1..).zip(replies) {
-        assert_eq!(counter.reply(n).await?, Some(want), "reply of turn {n}");
+        assert_eq!(handle.reply(n).await?, Some(want), "reply of turn {n}");
     }
 
     // The third request continued with turn 5, behind the fourth request already queued.
-    let third = counter.turn(3).await?;
+    let third = handle.turn(3).await?;
     assert_eq!(third.continued_to, Some(5));
-    let follow_up = counter.turn(5).await?;
+    let follow_up = handle.turn(5).await?;
     assert_eq!(
         serde_json::from_value::<Add>(follow_up.message)?,
         Add::bonus()
     );
 
-    let history = counter.history(None).await?;
+    let history = handle.history(None).await?;
     assert_eq!(history.turns.len(), 5);
     for turn in &history.turns {
         assert_eq!(turn.status, TurnStatus::Completed);
@@ -58,14 +58,14 @@ async fn every_third_request_continues_with_a_bonus_at_the_tail(
 
 #[tokio::test]
 async fn a_repeated_message_id_is_admitted_once() -> Result<(), Box<dyn std::error::Error>> {
-    let env = TestEnv::new().register(Counter);
-    let counter = env.start(&Counter, "counter-1").await?;
-    let first = counter.send(Add::request(5), "request-1").await?;
-    let again = counter.send(Add::request(5), "request-1").await?;
+    let env = TestEnv::new().register(counter);
+    let handle = env.start(&counter, "counter-1").await?;
+    let first = handle.send(Add::request(5), "request-1").await?;
+    let again = handle.send(Add::request(5), "request-1").await?;
     assert_eq!(first.number, again.number);
     env.run_until_idle().await?;
     assert_eq!(
-        counter.state().await?,
+        handle.state().await?,
         Count {
             count: 5,
             requests: 1

@@ -7,11 +7,11 @@
 //! The site is a stand-in for a real one: it serves numbered pages, records which pages were
 //! read, and can be told to drop the connection once, at a given page, on the first attempt.
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 use turnwise::prelude::*;
 
 /// A failed page read.
@@ -82,14 +82,14 @@ impl Site {
 }
 
 /// A message: how many pages to read.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Crawl {
     /// The number of pages.
     pub pages: u32,
 }
 
 /// What the crawl step returns (and the turn replies).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CrawlReport {
     /// Pages read in all.
     pub pages: u32,
@@ -98,7 +98,7 @@ pub struct CrawlReport {
 }
 
 /// The saved state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Crawled {
     /// Crawls finished.
     pub crawls: u64,
@@ -106,49 +106,40 @@ pub struct Crawled {
     pub pages: u64,
 }
 
-/// The workflow definition, over its site.
-#[derive(Clone, Debug, Default)]
-pub struct Crawler {
-    /// The site to read.
-    pub site: Site,
+/// The long step: read `pages` pages of `site`, saving the next page to read as a typed resume
+/// cursor after each one, so a later attempt of the step resumes there.
+#[step(kind = "tool", heartbeat_timeout = "30s")]
+async fn crawl(s: Resumable<u32>, site: Site, pages: u32) -> Result<CrawlReport, TurnError> {
+    // The cursor is the next page to read; an earlier attempt may have saved one.
+    let start = s.checkpoint().unwrap_or(0);
+    for page in start..pages {
+        s.progress(
+            "reading pages",
+            u64::from(page),
+            Some(u64::from(pages)),
+            "pages",
+        );
+        site.read(page).await?;
+        s.heartbeat(page + 1).await?;
+    }
+    Ok(CrawlReport {
+        pages,
+        resumed_from: start,
+    })
 }
 
-impl Workflow for Crawler {
-    type State = Crawled;
-    type Message = Crawl;
-    type Reply = CrawlReport;
-    const NAME: &'static str = "crawler";
-    const VERSION: &'static str = "v1";
-
-    async fn run(&self, ctx: &mut Turn<Self>, state: Crawled, message: Crawl) -> TurnResult<Self> {
-        let site = self.site.clone();
-        let n = message.pages;
-        let report = ctx
-            .step("crawl", move |s| async move {
-                // The cursor is the next page to read; an earlier attempt may have saved one.
-                let start = s.checkpoint::<u32>().unwrap_or(0);
-                for page in start..n {
-                    s.progress(
-                        "reading pages",
-                        u64::from(page),
-                        Some(u64::from(n)),
-                        "pages",
-                    );
-                    site.read(page).await?;
-                    s.heartbeat(page + 1).await?;
-                }
-                Ok(CrawlReport {
-                    pages: n,
-                    resumed_from: start,
-                })
-            })
-            .kind(OperationKind::Tool)
-            .heartbeat_timeout(Duration::from_secs(30))
-            .await?;
-        let next = Crawled {
-            crawls: state.crawls + 1,
-            pages: state.pages + u64::from(report.pages),
-        };
-        Ok(Done::new(next).reply(report))
-    }
+/// The `crawler` workflow, over its site: one long step per message.
+#[workflow(name = "crawler", version = "v1")]
+pub async fn crawler(
+    ctx: &mut Turn,
+    state: Crawled,
+    message: Crawl,
+    site: &Site,
+) -> Result<Done<Crawled, CrawlReport>, TurnError> {
+    let report = crawl(ctx, site.clone(), message.pages).await?;
+    let next = Crawled {
+        crawls: state.crawls + 1,
+        pages: state.pages + u64::from(report.pages),
+    };
+    Ok(Done::new(next).reply(report))
 }

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use example_crawler::{Crawl, Crawler, Site};
+use example_crawler::{crawler, Crawl, Site};
 use turnwise::prelude::*;
 
 fn database_path() -> std::io::Result<PathBuf> {
@@ -30,14 +30,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let site = Site::new()
         .fail_once_at(2)
         .latency(Duration::from_millis(100));
-    let workflow = Crawler { site: site.clone() };
-    let crawler = workflow.start(&engine, "crawler-1").await?;
-    let turn = crawler.send(Crawl { pages: 5 }, "crawl-1").await?.number;
-    println!("Asked `{}` to crawl 5 pages (turn {turn}).", crawler.id());
+    let workflow = crawler(site.clone());
+    let handle = workflow.start(&engine, "crawler-1").await?;
+    let turn = handle.send(Crawl { pages: 5 }, "crawl-1").await?.number;
+    println!("Asked `{}` to crawl 5 pages (turn {turn}).", handle.id());
 
-    let worker = Worker::new(engine.clone()).register(workflow);
+    let worker = Worker::new(engine.clone()).register(workflow.clone());
     worker.run_until_idle().await?;
-    let t = crawler.turn(turn).await?;
+    let t = handle.turn(turn).await?;
     println!(
         "Attempt {} read pages {:?}, then failed: {}.",
         t.attempt,
@@ -61,7 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let before = site.pages_read().len();
     let started = Instant::now();
     let report = loop {
-        if let Some(report) = crawler.reply(turn).await? {
+        if let Some(report) = handle.reply(turn).await? {
             break report;
         }
         if started.elapsed() > Duration::from_secs(10) {
@@ -70,7 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::time::sleep(Duration::from_millis(100)).await;
         worker.run_until_idle().await?;
     };
-    let t = crawler.turn(turn).await?;
+    let t = handle.turn(turn).await?;
     println!(
         "Attempt {} resumed at page {} and read pages {:?}.",
         t.attempt,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use example_crawler::{Crawl, CrawlReport, Crawled, Crawler, Site};
+use example_crawler::{crawler, Crawl, CrawlReport, Crawled, Site};
 use turnwise::protocol::{CheckpointKind, TurnStatus};
 use turnwise::testing::TestEnv;
 use turnwise::Worker;
@@ -24,16 +24,16 @@ fn worker(env: &TestEnv) -> Worker {
 #[tokio::test]
 async fn the_retry_resumes_from_the_cursor_of_the_failed_attempt() -> Result {
     let site = Site::new().fail_once_at(2);
-    let workflow = Crawler { site: site.clone() };
+    let workflow = crawler(site.clone());
     let env = TestEnv::new().register(workflow.clone());
-    let crawler = env.start(&workflow, "crawler-1").await?;
-    let turn = crawler.send(Crawl { pages: 5 }, "crawl-1").await?.number;
+    let handle = env.start(&workflow, "crawler-1").await?;
+    let turn = handle.send(Crawl { pages: 5 }, "crawl-1").await?.number;
 
     let worker = worker(&env);
     worker.run_until_idle().await?;
     assert!(site.fault_fired());
     assert_eq!(site.pages_read(), [0, 1]);
-    let failed = crawler.turn(turn).await?;
+    let failed = handle.turn(turn).await?;
     assert_eq!(
         failed.status,
         TurnStatus::Queued,
@@ -63,20 +63,20 @@ async fn the_retry_resumes_from_the_cursor_of_the_failed_attempt() -> Result {
     worker.run_until_idle().await?;
     assert_eq!(site.pages_read(), [0, 1, 2, 3, 4], "no page is read twice");
     assert_eq!(
-        crawler.reply(turn).await?,
+        handle.reply(turn).await?,
         Some(CrawlReport {
             pages: 5,
             resumed_from: 2
         })
     );
     assert_eq!(
-        crawler.state().await?,
+        handle.state().await?,
         Crawled {
             crawls: 1,
             pages: 5
         }
     );
-    let done = crawler.turn(turn).await?;
+    let done = handle.turn(turn).await?;
     assert_eq!(done.status, TurnStatus::Completed);
     assert_eq!(done.attempt, 2);
     assert_eq!(done.steps.len(), 1);
@@ -94,19 +94,19 @@ async fn the_retry_resumes_from_the_cursor_of_the_failed_attempt() -> Result {
 #[tokio::test]
 async fn without_a_fault_the_crawl_starts_at_page_zero() -> Result {
     let site = Site::new();
-    let workflow = Crawler { site: site.clone() };
+    let workflow = crawler(site.clone());
     let env = TestEnv::new().register(workflow.clone());
-    let crawler = env.start(&workflow, "crawler-1").await?;
-    crawler.send(Crawl { pages: 3 }, "crawl-1").await?;
+    let handle = env.start(&workflow, "crawler-1").await?;
+    handle.send(Crawl { pages: 3 }, "crawl-1").await?;
     assert_eq!(worker(&env).run_until_idle().await?, 1);
     assert_eq!(site.pages_read(), [0, 1, 2]);
     assert_eq!(
-        crawler.reply(1).await?,
+        handle.reply(1).await?,
         Some(CrawlReport {
             pages: 3,
             resumed_from: 0
         })
     );
-    assert_eq!(crawler.turn(1).await?.attempt, 1);
+    assert_eq!(handle.turn(1).await?.attempt, 1);
     Ok(())
 }

@@ -13,11 +13,12 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use turnwise::prelude::*;
 
 /// A charge, as the payment service reports it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Receipt {
     /// The service's id of the charge.
     pub charge_id: String,
@@ -95,7 +96,7 @@ impl Payments {
 }
 
 /// A message: an order to charge for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Order {
     /// The order id.
     pub order: String,
@@ -104,7 +105,7 @@ pub struct Order {
 }
 
 /// The saved state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Paid {
     /// Charge ids, in order.
     pub charges: Vec<String>,
@@ -112,16 +113,16 @@ pub struct Paid {
     pub total_cents: u64,
 }
 
-/// The workflow definition, over its payment service.
+/// The workflow's dependencies: its payment service, and a switch to simulate a crash.
 #[derive(Clone, Debug, Default)]
-pub struct Checkout {
+pub struct Services {
     /// The payment service.
     pub payments: Payments,
     crash_once: Arc<AtomicBool>,
 }
 
-impl Checkout {
-    /// A checkout over `payments`.
+impl Services {
+    /// The services over `payments`.
     pub fn new(payments: Payments) -> Self {
         Self {
             payments,
@@ -137,29 +138,36 @@ impl Checkout {
     }
 }
 
-impl Workflow for Checkout {
-    type State = Paid;
-    type Message = Order;
-    type Reply = Receipt;
-    const NAME: &'static str = "checkout";
-    const VERSION: &'static str = "v1";
-
-    async fn run(&self, ctx: &mut Turn<Self>, state: Paid, order: Order) -> TurnResult<Self> {
-        let payments = self.payments.clone();
-        let crash = self.crash_once.clone();
-        let receipt = ctx
-            .step("charge", move |s| async move {
-                let receipt = payments.charge(s.effect_id(), order.amount_cents).await;
-                if crash.swap(false, Ordering::SeqCst) {
-                    // The charge went through, but the step's output is never saved.
-                    return Err(TurnError::retry("the worker crashed after charging"));
-                }
-                Ok(receipt)
-            })
-            .await?;
-        let mut next = state;
-        next.charges.push(receipt.charge_id.clone());
-        next.total_cents += receipt.amount_cents;
-        Ok(Done::new(next).reply(receipt))
+/// The step that charges the card, passing the step's effect id as the idempotency key: the
+/// same on every attempt of the step.
+#[step]
+async fn charge(
+    s: StepCtx,
+    payments: Payments,
+    crash: Arc<AtomicBool>,
+    amount_cents: u64,
+) -> Result<Receipt, TurnError> {
+    let receipt = payments.charge(s.effect_id(), amount_cents).await;
+    if crash.swap(false, Ordering::SeqCst) {
+        // The charge went through, but the step's output is never saved.
+        return Err(TurnError::retry("the worker crashed after charging"));
     }
+    Ok(receipt)
+}
+
+/// The `checkout` workflow, over its services: charge each order once.
+#[workflow(name = "checkout", version = "v1")]
+pub async fn checkout(
+    ctx: &mut Turn,
+    state: Paid,
+    order: Order,
+    services: &Services,
+) -> Result<Done<Paid, Receipt>, TurnError> {
+    let payments = services.payments.clone();
+    let crash = services.crash_once.clone();
+    let receipt = charge(ctx, payments, crash, order.amount_cents).await?;
+    let mut next = state;
+    next.charges.push(receipt.charge_id.clone());
+    next.total_cents += receipt.amount_cents;
+    Ok(Done::new(next).reply(receipt))
 }

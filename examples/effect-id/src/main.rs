@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use example_effect_id::{Checkout, Order, Payments};
+use example_effect_id::{checkout, Order, Payments, Services};
 use turnwise::prelude::*;
 
 fn database_path() -> std::io::Result<PathBuf> {
@@ -28,9 +28,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("The engine keeps its data in {}.", path.display());
 
     let payments = Payments::new();
-    let workflow = Checkout::new(payments.clone()).crash_once_after_charging();
-    let checkout = workflow.start(&engine, "checkout-1").await?;
-    let turn = checkout
+    let workflow = checkout(Services::new(payments.clone()).crash_once_after_charging());
+    let handle = workflow.start(&engine, "checkout-1").await?;
+    let turn = handle
         .send(
             Order {
                 order: "A-17".into(),
@@ -42,9 +42,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .number;
     println!("Sent order A-17 for 49.99 (turn {turn}).");
 
-    let worker = Worker::new(engine.clone()).register(workflow);
+    let worker = Worker::new(engine.clone()).register(workflow.clone());
     worker.run_until_idle().await?;
-    let t = checkout.turn(turn).await?;
+    let t = handle.turn(turn).await?;
     let first = &payments.calls()[0];
     println!(
         "Attempt 1 called the payment service with idempotency key {}.",
@@ -63,7 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let started = Instant::now();
     let receipt = loop {
-        if let Some(receipt) = checkout.reply(turn).await? {
+        if let Some(receipt) = handle.reply(turn).await? {
             break receipt;
         }
         if started.elapsed() > Duration::from_secs(10) {
@@ -72,7 +72,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tokio::time::sleep(Duration::from_millis(100)).await;
         worker.run_until_idle().await?;
     };
-    let t = checkout.turn(turn).await?;
+    let t = handle.turn(turn).await?;
     let second = &payments.calls()[1];
     println!(
         "Attempt {} ran the step again and called the service with key {} (the same: {}).",
@@ -89,7 +89,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.status,
         payments.calls().len(),
         payments.charges().len(),
-        checkout.state().await?.charges
+        handle.state().await?.charges
     );
     Ok(())
 }

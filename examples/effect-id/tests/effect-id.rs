@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use example_effect_id::{Checkout, Order, Paid, Payments, Receipt};
+use example_effect_id::{checkout, Order, Paid, Payments, Receipt, Services};
 use turnwise::protocol::TurnStatus;
 use turnwise::testing::TestEnv;
 
@@ -19,10 +19,10 @@ fn order(id: &str) -> Order {
 #[tokio::test]
 async fn the_retry_sends_the_same_effect_id_and_the_service_charges_once() -> Result {
     let payments = Payments::new();
-    let workflow = Checkout::new(payments.clone()).crash_once_after_charging();
+    let workflow = checkout(Services::new(payments.clone()).crash_once_after_charging());
     let env = TestEnv::new().register(workflow.clone());
-    let checkout = env.start(&workflow, "checkout-1").await?;
-    let turn = checkout.send(order("A-17"), "order-A-17").await?.number;
+    let handle = env.start(&workflow, "checkout-1").await?;
+    let turn = handle.send(order("A-17"), "order-A-17").await?.number;
 
     // Attempt 1: the service charges, then the step fails before its output is saved.
     env.run_until_idle().await?;
@@ -35,7 +35,7 @@ async fn the_retry_sends_the_same_effect_id_and_the_service_charges_once() -> Re
         calls[0].idempotency_key
     );
     assert_eq!(payments.charges().len(), 1);
-    let failed = checkout.turn(turn).await?;
+    let failed = handle.turn(turn).await?;
     assert_eq!((failed.status, failed.attempt), (TurnStatus::Queued, 1));
     assert!(
         failed.steps.is_empty(),
@@ -64,7 +64,7 @@ async fn the_retry_sends_the_same_effect_id_and_the_service_charges_once() -> Re
     };
     assert_eq!(charges[0], want);
 
-    let done = checkout.turn(turn).await?;
+    let done = handle.turn(turn).await?;
     assert_eq!((done.status, done.attempt), (TurnStatus::Completed, 2));
     assert_eq!(done.steps.len(), 1);
     assert_eq!(done.steps[0].key, "charge");
@@ -72,9 +72,9 @@ async fn the_retry_sends_the_same_effect_id_and_the_service_charges_once() -> Re
         serde_json::from_value::<Receipt>(done.steps[0].output.clone())?,
         want
     );
-    assert_eq!(checkout.reply(turn).await?, Some(want));
+    assert_eq!(handle.reply(turn).await?, Some(want));
     assert_eq!(
-        checkout.state().await?,
+        handle.state().await?,
         Paid {
             charges: vec!["ch_1".into()],
             total_cents: 4_999
@@ -86,13 +86,13 @@ async fn the_retry_sends_the_same_effect_id_and_the_service_charges_once() -> Re
 #[tokio::test]
 async fn every_message_has_effect_ids_of_its_own() -> Result {
     let payments = Payments::new();
-    let workflow = Checkout::new(payments.clone());
+    let workflow = checkout(Services::new(payments.clone()));
     let env = TestEnv::new().register(workflow.clone());
-    let checkout = env.start(&workflow, "checkout-1").await?;
-    checkout.send(order("A-17"), "order-A-17").await?;
-    checkout.send(order("A-18"), "order-A-18").await?;
+    let handle = env.start(&workflow, "checkout-1").await?;
+    handle.send(order("A-17"), "order-A-17").await?;
+    handle.send(order("A-18"), "order-A-18").await?;
     // Sending the first order again under its message id admits nothing new.
-    checkout.send(order("A-17"), "order-A-17").await?;
+    handle.send(order("A-17"), "order-A-17").await?;
     assert_eq!(env.run_until_idle().await?, 2);
 
     let calls = payments.calls();
@@ -100,6 +100,6 @@ async fn every_message_has_effect_ids_of_its_own() -> Result {
     assert_ne!(calls[0].idempotency_key, calls[1].idempotency_key);
     assert!(calls.iter().all(|c| !c.deduplicated));
     assert_eq!(payments.charges().len(), 2);
-    assert_eq!(checkout.state().await?.total_cents, 2 * 4_999);
+    assert_eq!(handle.state().await?.total_cents, 2 * 4_999);
     Ok(())
 }

@@ -12,13 +12,14 @@
 
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use turnwise::clock::Clock;
 use turnwise::prelude::*;
 use turnwise::protocol::Millis;
 
 /// A message: an invoice to send.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Invoice {
     /// The order billed; must not be empty.
     pub order: String,
@@ -29,7 +30,7 @@ pub struct Invoice {
 }
 
 /// The reply: the invoice as sent.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Sent {
     /// The invoice number.
     pub number: String,
@@ -38,7 +39,7 @@ pub struct Sent {
 }
 
 /// The saved state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Ledger {
     /// Invoice numbers sent, in order.
     pub sent: Vec<String>,
@@ -46,47 +47,43 @@ pub struct Ledger {
     pub total_cents: u64,
 }
 
-/// The workflow definition, with the clock it reads due dates against.
-#[derive(Clone)]
-pub struct Invoicing {
-    /// The engine's clock (`engine.clock().clone()`).
-    pub clock: Arc<dyn Clock>,
+/// The step that sends the invoice and returns its number.
+#[step]
+async fn send(order: String) -> Result<String, TurnError> {
+    Ok(format!("INV-{order}"))
 }
 
-impl Workflow for Invoicing {
-    type State = Ledger;
-    type Message = Invoice;
-    type Reply = Sent;
-    const NAME: &'static str = "invoice";
-    const VERSION: &'static str = "v1";
-
-    async fn run(&self, ctx: &mut Turn<Self>, state: Ledger, invoice: Invoice) -> TurnResult<Self> {
-        if invoice.order.trim().is_empty() {
-            return Err(WorkflowError::new("an invoice names its order").into());
-        }
-        if invoice.amount_cents == 0 {
-            return Err(WorkflowError::new(format!(
-                "the invoice for order {} bills nothing",
-                invoice.order
-            ))
-            .into());
-        }
-        // This clock read is deliberately not a step: a saved step would replay the first
-        // answer forever. It comes before any step, so it never disturbs a replay.
-        if self.clock.now_ms() < invoice.due_at_ms {
-            let why = format!("the invoice for order {} is not due yet", invoice.order);
-            return Err(WorkflowWait::until(invoice.due_at_ms).because(why).into());
-        }
-        let order = invoice.order.clone();
-        let number = ctx
-            .step("send", move |_s| async move { Ok(format!("INV-{order}")) })
-            .await?;
-        let mut next = state;
-        next.sent.push(number.clone());
-        next.total_cents += invoice.amount_cents;
-        Ok(Done::new(next).reply(Sent {
-            number,
-            amount_cents: invoice.amount_cents,
-        }))
+/// The `invoice` workflow, over the clock it reads due dates against (the engine's clock,
+/// `engine.clock().clone()`): `invoicing(clock)`.
+#[workflow(name = "invoice", version = "v1")]
+pub async fn invoicing(
+    ctx: &mut Turn,
+    state: Ledger,
+    invoice: Invoice,
+    clock: &Arc<dyn Clock>,
+) -> Result<Done<Ledger, Sent>, TurnError> {
+    if invoice.order.trim().is_empty() {
+        return Err(WorkflowError::new("an invoice names its order").into());
     }
+    if invoice.amount_cents == 0 {
+        return Err(WorkflowError::new(format!(
+            "the invoice for order {} bills nothing",
+            invoice.order
+        ))
+        .into());
+    }
+    // This clock read is deliberately not a step: a saved step would replay the first
+    // answer forever. It comes before any step, so it never disturbs a replay.
+    if clock.now_ms() < invoice.due_at_ms {
+        let why = format!("the invoice for order {} is not due yet", invoice.order);
+        return Err(WorkflowWait::until(invoice.due_at_ms).because(why).into());
+    }
+    let number = send(ctx, invoice.order.clone()).await?;
+    let mut next = state;
+    next.sent.push(number.clone());
+    next.total_cents += invoice.amount_cents;
+    Ok(Done::new(next).reply(Sent {
+        number,
+        amount_cents: invoice.amount_cents,
+    }))
 }

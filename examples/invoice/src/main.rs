@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use example_invoice::{Invoice, Invoicing};
+use example_invoice::{invoicing, Invoice};
 use turnwise::prelude::*;
 
 fn database_path() -> std::io::Result<PathBuf> {
@@ -27,9 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::open(&path).await?;
     println!("The engine keeps its data in {}.", path.display());
 
-    let workflow = Invoicing {
-        clock: engine.clock().clone(),
-    };
+    let workflow = invoicing(engine.clock().clone());
     let invoices = workflow.start(&engine, "invoices-1").await?;
     let now = engine.clock().now_ms();
     let bad = Invoice {
@@ -46,7 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let second = invoices.send(good, "invoice-2").await?.number;
     println!("Sent an invoice with no order (turn {first}) and one for order A-17 due in 1.5 s (turn {second}).");
 
-    let worker = Worker::new(engine.clone()).register(workflow);
+    let worker = Worker::new(engine.clone()).register(workflow.clone());
     worker.run_until_idle().await?;
     let t = invoices.turn(first).await?;
     println!(

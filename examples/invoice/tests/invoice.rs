@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use example_invoice::{Invoice, Invoicing, Ledger, Sent};
+use example_invoice::{invoicing, Invoice, Ledger, Sent};
 use turnwise::clock::Clock;
 use turnwise::protocol::{InstanceStatus, TurnStatus, WaitReason};
 use turnwise::testing::TestEnv;
@@ -13,9 +13,7 @@ type Result = std::result::Result<(), Box<dyn std::error::Error>>;
 #[tokio::test]
 async fn an_invalid_invoice_fails_for_good_and_blocks_the_inbox_until_skipped() -> Result {
     let env = TestEnv::new();
-    let workflow = Invoicing {
-        clock: env.engine().clock().clone(),
-    };
+    let workflow = invoicing(env.engine().clock().clone());
     let env = env.register(workflow.clone());
     let invoices = env.start(&workflow, "invoices-1").await?;
     let now = env.clock().now_ms();
@@ -85,9 +83,7 @@ async fn an_invalid_invoice_fails_for_good_and_blocks_the_inbox_until_skipped() 
 #[tokio::test]
 async fn waiting_for_the_due_date_counts_no_attempt() -> Result {
     let env = TestEnv::new();
-    let workflow = Invoicing {
-        clock: env.engine().clock().clone(),
-    };
+    let workflow = invoicing(env.engine().clock().clone());
     let env = env.register(workflow.clone());
     let invoices = env.start(&workflow, "invoices-1").await?;
     let due = env.clock().now_ms() + 3_600_000;

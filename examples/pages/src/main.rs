@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use example_pages::{Batch, Pages};
+use example_pages::{pages, Batch, Paging};
 use turnwise::context::MAX_STEPS;
 use turnwise::prelude::*;
 
@@ -26,21 +26,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::open(&path).await?;
     println!("The engine keeps its data in {}.", path.display());
 
-    let workflow = Pages { page_size: 50 };
-    let pages = workflow.start(&engine, "pages-1").await?;
+    let paging = Paging { page_size: 50 };
+    let workflow = pages(paging);
+    let handle = workflow.start(&engine, "pages-1").await?;
     let items: Vec<String> = (1..=130)
         .map(|n| format!("document {n} has {} words", "many ".repeat(n % 5)))
         .collect();
-    pages.send(Batch { items }, "batch-1").await?;
+    handle.send(Batch { items }, "batch-1").await?;
     println!(
         "Sent one message with 130 documents; a turn holds at most {MAX_STEPS} steps, so the workflow takes {} per turn.",
-        workflow.page_size
+        paging.page_size
     );
 
-    let worker = Worker::new(engine.clone()).register(workflow);
+    let worker = Worker::new(engine.clone()).register(workflow.clone());
     let attempts = worker.run_until_idle().await?;
     println!("A worker ran {attempts} turns until the inbox was empty:");
-    for turn in pages.history(None).await?.turns {
+    for turn in handle.history(None).await?.turns {
         let done: example_pages::PageDone = serde_json::from_value(turn.result.clone())?;
         print!(
             "  turn {} ({}): {} steps saved, {} documents left",
@@ -54,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             None => println!("; nothing to hand on."),
         }
     }
-    let totals = pages.state().await?;
+    let totals = handle.state().await?;
     println!(
         "Totals: {} documents, {} words, over {} turns.",
         totals.items, totals.words, totals.pages

@@ -1,7 +1,7 @@
 //! The pages workflow in the test environment: a large message split over turns, each within
 //! the step budget.
 
-use example_pages::{count_words, Batch, PageDone, Pages, Totals};
+use example_pages::{count_words, pages, Batch, PageDone, Paging, Totals};
 use turnwise::context::MAX_STEPS;
 use turnwise::protocol::TurnStatus;
 use turnwise::testing::TestEnv;
@@ -16,12 +16,12 @@ fn documents(n: usize) -> Vec<String> {
 
 #[tokio::test]
 async fn a_large_message_is_processed_a_page_per_turn() -> Result {
-    let workflow = Pages::default();
-    let env = TestEnv::new().register(workflow);
-    let pages = env.start(&workflow, "pages-1").await?;
+    let workflow = pages(Paging::default());
+    let env = TestEnv::new().register(workflow.clone());
+    let handle = env.start(&workflow, "pages-1").await?;
     let items = documents(50);
     let words: u64 = items.iter().map(|d| count_words(d)).sum();
-    pages
+    handle
         .send(
             Batch {
                 items: items.clone(),
@@ -32,7 +32,7 @@ async fn a_large_message_is_processed_a_page_per_turn() -> Result {
     assert_eq!(env.run_until_idle().await?, 3);
 
     assert_eq!(
-        pages.state().await?,
+        handle.state().await?,
         Totals {
             items: 50,
             words,
@@ -40,28 +40,28 @@ async fn a_large_message_is_processed_a_page_per_turn() -> Result {
         }
     );
     assert_eq!(
-        pages.reply(1).await?,
+        handle.reply(1).await?,
         Some(PageDone {
             processed: 20,
             remaining: 30
         })
     );
     assert_eq!(
-        pages.reply(2).await?,
+        handle.reply(2).await?,
         Some(PageDone {
             processed: 20,
             remaining: 10
         })
     );
     assert_eq!(
-        pages.reply(3).await?,
+        handle.reply(3).await?,
         Some(PageDone {
             processed: 10,
             remaining: 0
         })
     );
 
-    let history = pages.history(None).await?.turns;
+    let history = handle.history(None).await?.turns;
     let sizes: Vec<usize> = history.iter().map(|t| t.steps.len()).collect();
     assert_eq!(sizes, [20, 20, 10]);
     let links: Vec<Option<u64>> = history.iter().map(|t| t.continued_to).collect();
@@ -83,12 +83,12 @@ async fn a_large_message_is_processed_a_page_per_turn() -> Result {
 
 #[tokio::test]
 async fn a_page_larger_than_the_step_budget_fails_the_turn_for_good() -> Result {
-    let workflow = Pages {
+    let workflow = pages(Paging {
         page_size: MAX_STEPS + 1,
-    };
-    let env = TestEnv::new().register(workflow);
-    let pages = env.start(&workflow, "pages-1").await?;
-    pages
+    });
+    let env = TestEnv::new().register(workflow.clone());
+    let handle = env.start(&workflow, "pages-1").await?;
+    handle
         .send(
             Batch {
                 items: documents(MAX_STEPS + 1),
@@ -97,7 +97,7 @@ async fn a_page_larger_than_the_step_budget_fails_the_turn_for_good() -> Result 
         )
         .await?;
     env.run_until_idle().await?;
-    let turn = pages.turn(1).await?;
+    let turn = handle.turn(1).await?;
     assert_eq!(turn.status, TurnStatus::Failed);
     assert_eq!(
         turn.attempt, 1,

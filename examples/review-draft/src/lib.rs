@@ -5,25 +5,26 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use turnwise::prelude::*;
 
 /// The saved state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Published {
     /// How many drafts were published.
     pub sent: u64,
 }
 
 /// A message: what to write a draft for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Task {
     /// The task.
     pub task: String,
 }
 
 /// What became of a draft: the reply of its turn.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Approved and published; the published text.
@@ -35,26 +36,23 @@ pub enum Outcome {
 }
 
 /// The signal a reviewer sends to the waiting turn.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Signal)]
+#[signal(name = "approval")]
 pub struct Approval {
     /// Whether the draft may be published.
     pub approved: bool,
 }
 
-impl Signal for Approval {
-    const NAME: &'static str = "approval";
-}
-
-/// The workflow definition, with its two durations.
-#[derive(Clone, Copy, Debug)]
-pub struct ReviewDraft {
+/// The workflow's two durations: its dependencies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Review {
     /// How long to wait for the approval.
     pub review_timeout: Duration,
     /// The pause between the approval and the publication.
     pub cool_down: Duration,
 }
 
-impl Default for ReviewDraft {
+impl Default for Review {
     fn default() -> Self {
         Self {
             review_timeout: Duration::from_secs(24 * 3600),
@@ -63,39 +61,41 @@ impl Default for ReviewDraft {
     }
 }
 
-impl Accepts<Approval> for ReviewDraft {}
-
 /// The text a task's draft has.
 pub fn draft_for(task: &str) -> String {
     format!("Draft for {task}")
 }
 
-impl Workflow for ReviewDraft {
-    type State = Published;
-    type Message = Task;
-    type Reply = Outcome;
-    const NAME: &'static str = "review-draft";
-    const VERSION: &'static str = "v1";
-    const SIGNALS: &'static [&'static str] = &[Approval::NAME];
+/// The step that writes the draft; its key is its name, `draft`.
+#[step]
+async fn draft(task: String) -> Result<String, TurnError> {
+    Ok(draft_for(&task))
+}
 
-    async fn run(&self, ctx: &mut Turn<Self>, state: Published, message: Task) -> TurnResult<Self> {
-        let task = message.task;
-        let draft = ctx
-            .step("draft", move |_s| async move { Ok(draft_for(&task)) })
-            .await?;
-        let review = ctx
-            .wait_for_signal::<Approval>("review", self.review_timeout)
-            .await?;
-        match review {
-            None => Ok(Done::new(state).reply(Outcome::TimedOut)),
-            Some(Approval { approved: false }) => Ok(Done::new(state).reply(Outcome::Rejected)),
-            Some(Approval { approved: true }) => {
-                ctx.sleep("cool-down", self.cool_down).await?;
-                Ok(Done::new(Published {
-                    sent: state.sent + 1,
-                })
-                .reply(Outcome::Published(draft)))
-            }
+/// The `review-draft` workflow: draft, wait for the `approval` signal for at most
+/// `review.review_timeout`, and publish an approved draft after `review.cool_down`.
+///
+/// Build it over its durations: `review_draft(Review::default())`.
+#[workflow(name = "review-draft", version = "v1", signals(Approval))]
+pub async fn review_draft(
+    ctx: &mut Turn,
+    state: Published,
+    message: Task,
+    review: &Review,
+) -> Result<Done<Published, Outcome>, TurnError> {
+    let draft = draft(ctx, message.task).await?;
+    let answer = ctx
+        .wait_for_signal::<Approval>("review", review.review_timeout)
+        .await?;
+    match answer {
+        None => Ok(Done::new(state).reply(Outcome::TimedOut)),
+        Some(Approval { approved: false }) => Ok(Done::new(state).reply(Outcome::Rejected)),
+        Some(Approval { approved: true }) => {
+            ctx.sleep("cool-down", review.cool_down).await?;
+            Ok(Done::new(Published {
+                sent: state.sent + 1,
+            })
+            .reply(Outcome::Published(draft)))
         }
     }
 }

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use example_review_draft::{Approval, Outcome, ReviewDraft, Task};
+use example_review_draft::{review_draft, Approval, Outcome, Review, Task};
 use turnwise::prelude::*;
 use turnwise::protocol::{CheckpointKind, TurnStatus, WorkflowTurn};
 
@@ -51,10 +51,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::open(&path).await?;
     println!("The engine keeps its data in {}.", path.display());
 
-    let workflow = ReviewDraft {
+    let workflow = review_draft(Review {
         review_timeout: Duration::from_secs(60),
         cool_down: Duration::from_secs(1),
-    };
+    });
     let review = workflow.start(&engine, "review-1").await?;
     let turn = review
         .send(
@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .number;
     println!("Sent a task to `{}`; it is turn {turn}.", review.id());
 
-    let worker = Worker::new(engine.clone()).register(workflow);
+    let worker = Worker::new(engine.clone()).register(workflow.clone());
     worker.run_until_idle().await?;
     let t = review.turn(turn).await?;
     println!("The worker drafted and is free again: {}.", describe(&t));

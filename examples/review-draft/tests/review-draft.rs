@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use example_review_draft::{draft_for, Approval, Outcome, Published, ReviewDraft, Task};
+use example_review_draft::{draft_for, review_draft, Approval, Outcome, Published, Review, Task};
 use turnwise::clock::Clock;
 use turnwise::protocol::{CheckpointKind, TurnStatus};
 use turnwise::testing::TestEnv;
@@ -17,8 +17,9 @@ fn task() -> Task {
 
 #[tokio::test]
 async fn an_approved_draft_is_published_after_the_cool_down() -> Result {
-    let workflow = ReviewDraft::default();
-    let env = TestEnv::new().register(workflow);
+    let times = Review::default();
+    let workflow = review_draft(times);
+    let env = TestEnv::new().register(workflow.clone());
     let review = env.start(&workflow, "review-1").await?;
     let turn = review.send(task(), "request-1").await?.number;
 
@@ -45,7 +46,7 @@ async fn an_approved_draft_is_published_after_the_cool_down() -> Result {
     let now = env.clock().now_ms();
     assert_eq!(
         wait.wake_at_ms,
-        Some(now + workflow.review_timeout.as_millis() as i64)
+        Some(now + times.review_timeout.as_millis() as i64)
     );
 
     review
@@ -91,8 +92,9 @@ async fn an_approved_draft_is_published_after_the_cool_down() -> Result {
 
 #[tokio::test]
 async fn a_signal_sent_twice_with_one_event_id_is_delivered_once() -> Result {
-    let workflow = ReviewDraft::default();
-    let env = TestEnv::new().register(workflow);
+    let times = Review::default();
+    let workflow = review_draft(times);
+    let env = TestEnv::new().register(workflow.clone());
     let review = env.start(&workflow, "review-1").await?;
     let turn = review.send(task(), "request-1").await?.number;
     // Sent before the turn even ran: signals to a queued turn are buffered.
@@ -112,12 +114,13 @@ async fn a_signal_sent_twice_with_one_event_id_is_delivered_once() -> Result {
 
 #[tokio::test]
 async fn without_an_answer_the_review_times_out() -> Result {
-    let workflow = ReviewDraft::default();
-    let env = TestEnv::new().register(workflow);
+    let times = Review::default();
+    let workflow = review_draft(times);
+    let env = TestEnv::new().register(workflow.clone());
     let review = env.start(&workflow, "review-1").await?;
     let turn = review.send(task(), "request-1").await?.number;
     env.run_until_idle().await?;
-    env.advance(workflow.review_timeout - Duration::from_secs(1))
+    env.advance(times.review_timeout - Duration::from_secs(1))
         .await?;
     assert_eq!(
         review.reply(turn).await?,

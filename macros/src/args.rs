@@ -1,0 +1,182 @@
+//! Helpers shared by the attribute-argument parsers.
+
+use proc_macro2::Span;
+use syn::meta::ParseNestedMeta;
+use syn::parse::ParseStream;
+use syn::{Expr, Lit, LitStr, Token};
+
+use crate::ctxt::Ctxt;
+use crate::duration;
+
+/// The arguments seen so far, to report a repeated one at its second use.
+#[derive(Default)]
+pub(crate) struct Seen {
+    names: Vec<String>,
+}
+
+impl Seen {
+    /// Record `name`; report it (and return false) when it came before.
+    pub(crate) fn first(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, what: &str) -> bool {
+        let name = path_name(&meta.path);
+        if self.names.contains(&name) {
+            cx.error_spanned_by(
+                &meta.path,
+                format!("duplicate `{what}` argument `{name}`; give it once"),
+            );
+            return false;
+        }
+        self.names.push(name);
+        true
+    }
+}
+
+/// The text of an argument's path, e.g. `name`.
+pub(crate) fn path_name(path: &syn::Path) -> String {
+    path.segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+/// The list of arguments for an "unknown argument" message: `` `a`, `b` and `c` ``.
+pub(crate) fn one_of(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => quoted.join(""),
+    }
+}
+
+/// Report an unknown argument and skip its value.
+pub(crate) fn unknown(cx: &Ctxt, meta: &ParseNestedMeta, what: &str, known: &[&str]) {
+    cx.error_spanned_by(
+        &meta.path,
+        format!(
+            "unknown `{what}` argument `{}`; supported arguments are {}",
+            path_name(&meta.path),
+            one_of(known)
+        ),
+    );
+    skip_value(meta.input);
+}
+
+/// Skip `= value` or `(...)` after an argument's name.
+pub(crate) fn skip_value(input: ParseStream) {
+    if input.peek(Token![=]) {
+        let _ = input.parse::<Token![=]>();
+        let _ = input.parse::<Expr>();
+    } else if input.peek(syn::token::Paren) {
+        let _ = input.parse::<proc_macro2::Group>();
+    }
+}
+
+/// Parse `= <expr>` after an argument's name, reporting a missing `=`.
+pub(crate) fn value(cx: &Ctxt, meta: &ParseNestedMeta, example: &str) -> Option<Expr> {
+    if !meta.input.peek(Token![=]) {
+        cx.error_spanned_by(
+            &meta.path,
+            format!("`{}` takes a value: `{example}`", path_name(&meta.path)),
+        );
+        skip_value(meta.input);
+        return None;
+    }
+    let _ = meta.input.parse::<Token![=]>();
+    match meta.input.parse::<Expr>() {
+        Ok(e) => Some(e),
+        Err(e) => {
+            cx.syn_error(e);
+            None
+        }
+    }
+}
+
+/// A string literal value.
+pub(crate) fn string(cx: &Ctxt, meta: &ParseNestedMeta, example: &str) -> Option<LitStr> {
+    let expr = value(cx, meta, example)?;
+    if let Expr::Lit(syn::ExprLit {
+        lit: Lit::Str(s), ..
+    }) = &expr
+    {
+        return Some(s.clone());
+    }
+    cx.error_spanned_by(
+        &expr,
+        format!(
+            "`{}` takes a string literal: `{example}`",
+            path_name(&meta.path)
+        ),
+    );
+    None
+}
+
+/// A duration literal, in milliseconds, within `min..=max`.
+pub(crate) fn duration(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta,
+    example: &str,
+    min: u64,
+    max: u64,
+) -> Option<(u64, Span)> {
+    let lit = string(cx, meta, example)?;
+    let name = path_name(&meta.path);
+    match duration::parse_ms(&lit.value()) {
+        Ok(ms) if (min..=max).contains(&ms) => Some((ms, lit.span())),
+        Ok(ms) => {
+            cx.error_spanned_by(
+                &lit,
+                format!(
+                    "`{name}` of {} is out of range: use {} to {}",
+                    duration::show(ms),
+                    duration::show(min),
+                    duration::show(max)
+                ),
+            );
+            None
+        }
+        Err(why) => {
+            cx.error_spanned_by(
+                &lit,
+                format!(
+                    "invalid duration {:?} for `{name}`: {why}; write a number and a unit (`ms`, `s`, `m` or `h`), e.g. {example:?}",
+                    lit.value()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// A `crate = path` (or `crate = "path"`) value.
+pub(crate) fn krate(cx: &Ctxt, meta: &ParseNestedMeta) -> Option<syn::Path> {
+    let expr = value(cx, meta, "crate = ::turnwise")?;
+    match &expr {
+        Expr::Path(p) if p.qself.is_none() => Some(p.path.clone()),
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Str(s), ..
+        }) => match s.parse::<syn::Path>() {
+            Ok(p) => Some(p),
+            Err(_) => {
+                cx.error_spanned_by(s, "`crate` takes a path, e.g. `crate = ::turnwise`");
+                None
+            }
+        },
+        _ => {
+            cx.error_spanned_by(&expr, "`crate` takes a path, e.g. `crate = ::turnwise`");
+            None
+        }
+    }
+}
+
+/// A flag with no value, e.g. `allow_nondeterminism`.
+pub(crate) fn flag(cx: &Ctxt, meta: &ParseNestedMeta) -> bool {
+    if meta.input.peek(Token![=]) || meta.input.peek(syn::token::Paren) {
+        cx.error_spanned_by(
+            &meta.path,
+            format!("`{}` takes no value", path_name(&meta.path)),
+        );
+        skip_value(meta.input);
+        return false;
+    }
+    true
+}

@@ -1,0 +1,77 @@
+//! Compile-time duration literals: `"250ms"`, `"30s"`, `"5m"`, `"1h30m"`.
+
+/// One hour in milliseconds.
+pub(crate) const HOUR_MS: u64 = 3_600_000;
+/// The shortest timeout or lease: 100 ms.
+pub(crate) const MIN_MS: u64 = 100;
+/// The longest timeout or lease: 24 h.
+pub(crate) const MAX_MS: u64 = 24 * HOUR_MS;
+
+/// Parse a duration literal into milliseconds, or say what is wrong with it.
+pub(crate) fn parse_ms(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    if s.is_empty() {
+        return Err("it is empty".into());
+    }
+    let mut total: u64 = 0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(format!("expected a number at `{rest}`"));
+        }
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| "the number is too large".to_owned())?;
+        rest = rest[digits..].trim_start();
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = &rest[..unit_len];
+        let factor = match unit {
+            "ms" => 1,
+            "s" | "sec" | "secs" => 1_000,
+            "m" | "min" | "mins" => 60_000,
+            "h" | "hr" | "hrs" => HOUR_MS,
+            "" => return Err(format!("`{n}` has no unit")),
+            other => return Err(format!("unknown unit `{other}`")),
+        };
+        total = n
+            .checked_mul(factor)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(|| "the duration is too large".to_owned())?;
+        rest = rest[unit_len..].trim_start();
+    }
+    Ok(total)
+}
+
+/// A duration in milliseconds, as people write it.
+pub(crate) fn show(ms: u64) -> String {
+    if ms >= HOUR_MS && ms.is_multiple_of(HOUR_MS) {
+        format!("{}h", ms / HOUR_MS)
+    } else if ms >= 60_000 && ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms >= 1_000 && ms.is_multiple_of(1_000) {
+        format!("{}s", ms / 1_000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals() {
+        assert_eq!(parse_ms("250ms"), Ok(250));
+        assert_eq!(parse_ms("30s"), Ok(30_000));
+        assert_eq!(parse_ms("5m"), Ok(300_000));
+        assert_eq!(parse_ms("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_ms("1h 30m"), Ok(5_400_000));
+        assert!(parse_ms("5").is_err());
+        assert!(parse_ms("5x").is_err());
+        assert!(parse_ms("").is_err());
+        assert!(parse_ms("m").is_err());
+        assert_eq!(show(300_000), "5m");
+        assert_eq!(show(1_500), "1500ms");
+    }
+}

@@ -1,0 +1,181 @@
+//! `#[workflow(...)]` arguments.
+
+use proc_macro2::{Span, TokenStream};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::{LitStr, Token};
+
+use crate::args::{self, Seen};
+use crate::ctxt::Ctxt;
+use crate::{duration, keys};
+
+/// Every `#[workflow]` argument, for messages.
+pub(crate) const KNOWN: &[&str] = &[
+    "name",
+    "version",
+    "signals",
+    "max_attempts",
+    "lease",
+    "on_exhausted",
+    "allow_nondeterminism",
+    "crate",
+];
+
+/// The parsed arguments.
+#[derive(Default)]
+pub(crate) struct WorkflowArgs {
+    /// `name = "..."`: the workflow type on the wire (default: the function's name).
+    pub(crate) name: Option<LitStr>,
+    /// `version = "..."` (default `"v1"`).
+    pub(crate) version: Option<LitStr>,
+    /// `signals(A, B)`: the signal types the workflow accepts.
+    pub(crate) signals: Vec<syn::Path>,
+    /// `max_attempts = N` (1..=100).
+    pub(crate) max_attempts: Option<syn::LitInt>,
+    /// `lease = "60s"`, in ms.
+    pub(crate) lease_ms: Option<(u64, Span)>,
+    /// `on_exhausted = "block" | "skip"`, as the variant's name.
+    pub(crate) on_exhausted: Option<syn::Ident>,
+    /// `allow_nondeterminism`: skip the replay-determinism checks of the body.
+    pub(crate) allow_nondeterminism: bool,
+    /// `crate = path`: where `turnwise` is.
+    pub(crate) krate: Option<syn::Path>,
+}
+
+impl WorkflowArgs {
+    pub(crate) fn parse(cx: &Ctxt, tokens: TokenStream) -> Self {
+        let mut out = WorkflowArgs::default();
+        let mut seen = Seen::default();
+        let parser = syn::meta::parser(|meta| {
+            let what = "#[workflow]";
+            if !KNOWN.iter().any(|k| meta.path.is_ident(k)) {
+                args::unknown(cx, &meta, what, KNOWN);
+                return Ok(());
+            }
+            if !seen.first(cx, &meta, what) {
+                args::skip_value(meta.input);
+                return Ok(());
+            }
+            if meta.path.is_ident("name") {
+                out.name = args::string(cx, &meta, "name = \"counter\"")
+                    .filter(|s| check_identifier(cx, s, "workflow name"));
+                if let Some(name) = &out.name {
+                    if name.value().starts_with("lbb.") {
+                        cx.error_spanned_by(
+                            name,
+                            "workflow names starting `lbb.` are reserved by the server; choose another name",
+                        );
+                    }
+                }
+            } else if meta.path.is_ident("version") {
+                out.version = args::string(cx, &meta, "version = \"v1\"")
+                    .filter(|s| check_identifier(cx, s, "workflow version"));
+            } else if meta.path.is_ident("signals") {
+                out.signals = signals(cx, &meta);
+            } else if meta.path.is_ident("max_attempts") {
+                out.max_attempts = max_attempts(cx, &meta);
+            } else if meta.path.is_ident("lease") {
+                out.lease_ms = args::duration(cx, &meta, "60s", duration::MIN_MS, duration::MAX_MS);
+            } else if meta.path.is_ident("on_exhausted") {
+                out.on_exhausted = on_exhausted(cx, &meta);
+            } else if meta.path.is_ident("allow_nondeterminism") {
+                out.allow_nondeterminism = args::flag(cx, &meta);
+            } else if meta.path.is_ident("crate") {
+                out.krate = args::krate(cx, &meta);
+            }
+            Ok(())
+        });
+        if let Err(e) = parser.parse2(tokens) {
+            cx.syn_error(e);
+        }
+        out
+    }
+}
+
+/// Check a name or version against the key rules.
+fn check_identifier(cx: &Ctxt, s: &LitStr, what: &str) -> bool {
+    match keys::problem(&s.value()) {
+        None => true,
+        Some(why) => {
+            cx.error_spanned_by(
+                s,
+                format!("invalid {what} {:?}: {why}; use {}", s.value(), keys::RULES),
+            );
+            false
+        }
+    }
+}
+
+fn signals(cx: &Ctxt, meta: &syn::meta::ParseNestedMeta) -> Vec<syn::Path> {
+    let example = "`signals(Approval, Cancel)`";
+    if !meta.input.peek(syn::token::Paren) {
+        cx.error_spanned_by(
+            &meta.path,
+            format!("`signals` takes a list of signal types: {example}"),
+        );
+        args::skip_value(meta.input);
+        return Vec::new();
+    }
+    let parsed = (|| {
+        let content;
+        syn::parenthesized!(content in meta.input);
+        Punctuated::<syn::Path, Token![,]>::parse_terminated(&content)
+    })();
+    let list = match parsed {
+        Ok(list) => list,
+        Err(e) => {
+            cx.syn_error(syn::Error::new(
+                e.span(),
+                format!("expected signal types: {example}"),
+            ));
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<syn::Path> = Vec::new();
+    for path in list {
+        let name = args::path_name(&path);
+        if out.iter().any(|p| args::path_name(p) == name) {
+            cx.error_spanned_by(
+                &path,
+                format!("signal `{name}` is listed twice in `signals(..)`; list it once"),
+            );
+            continue;
+        }
+        out.push(path);
+    }
+    out
+}
+
+fn max_attempts(cx: &Ctxt, meta: &syn::meta::ParseNestedMeta) -> Option<syn::LitInt> {
+    let expr = args::value(cx, meta, "max_attempts = 5")?;
+    if let syn::Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Int(n),
+        ..
+    }) = &expr
+    {
+        if matches!(n.base10_parse::<u32>(), Ok(1..=100)) && n.suffix().is_empty() {
+            return Some(n.clone());
+        }
+    }
+    cx.error_spanned_by(
+        &expr,
+        "`max_attempts` takes a whole number from 1 to 100, e.g. `max_attempts = 5`",
+    );
+    None
+}
+
+fn on_exhausted(cx: &Ctxt, meta: &syn::meta::ParseNestedMeta) -> Option<syn::Ident> {
+    let lit = args::string(cx, meta, "on_exhausted = \"skip\"")?;
+    let variant = match lit.value().as_str() {
+        "block" => "Block",
+        "skip" => "Skip",
+        other => {
+            cx.error_spanned_by(
+                &lit,
+                format!("unknown `on_exhausted` policy {other:?}; expected \"block\" or \"skip\""),
+            );
+            return None;
+        }
+    };
+    Some(syn::Ident::new(variant, lit.span()))
+}

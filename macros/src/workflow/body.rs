@@ -1,0 +1,832 @@
+//! Checks of a `#[workflow]` body: durable-call keys, the turn budget, steps in flight, accepted
+//! signals and calls that make replays nondeterministic.
+//!
+//! The analysis is syntactic. A *durable call* is `ctx.step(key, ..)`, `ctx.sleep(key, ..)`,
+//! `ctx.wait_for_signal::<S>(key, ..)`, `ctx.now(key)`, `ctx.random(key)` or a call whose first
+//! argument is the context, `name(ctx, ..)` (a `#[step]` function, key `name` unless a
+//! `.key(..)` follows). Each sub-tree yields a [`Flow`]: the literal keys it may run and its
+//! longest run of durable calls. Statements compose in sequence (a key seen twice is an
+//! error); the arms of an `if` or `match` are alternatives (the same key in two arms is fine).
+
+use std::collections::HashSet;
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::visit::Visit;
+use syn::{Block, Expr, ExprCall, ExprMethodCall, Lit, LitStr, Macro, Pat, Stmt, Token, Type};
+
+use crate::ctxt::Ctxt;
+use crate::keys;
+
+/// The most durable calls a turn holds (the runtime's `MAX_STEPS`).
+pub(crate) const TURN_BUDGET: usize = 64;
+
+/// A durable call found in the body.
+pub(crate) struct DurableCall {
+    pub(crate) kind: CallKind,
+    /// The key when it is known at compile time.
+    pub(crate) key: Option<String>,
+}
+
+/// What a durable call is, for the schema.
+pub(crate) enum CallKind {
+    /// `ctx.step::<T, ..>(..)` (with `T` when given).
+    Step(Option<Type>),
+    /// `name(ctx, ..)`: a `#[step]` function at this path.
+    StepFn(syn::Path),
+    Sleep,
+    Wait,
+    Now,
+    Random,
+}
+
+/// What the checks need to know about the workflow.
+pub(crate) struct Settings<'a> {
+    pub(crate) ctx: &'a syn::Ident,
+    pub(crate) workflow: &'a syn::Ident,
+    pub(crate) signals: &'a [syn::Path],
+    pub(crate) allow_nondeterminism: bool,
+}
+
+/// What the checks found.
+pub(crate) struct BodyInfo {
+    /// The durable calls, in order.
+    pub(crate) calls: Vec<DurableCall>,
+    /// Signals waited for but not accepted (reported; the expansion accepts them anyway so
+    /// that the report is not repeated by the type checker).
+    pub(crate) unaccepted: Vec<syn::Path>,
+}
+
+/// Check `body`; return its durable calls.
+pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo {
+    let mut a = Analyzer {
+        cx,
+        s: settings,
+        loops: Vec::new(),
+        has_loop: false,
+        hash_vars: HashSet::new(),
+        calls: Vec::new(),
+        unaccepted: Vec::new(),
+    };
+    let flow = a.block(body);
+    if !a.has_loop && flow.path.len() > TURN_BUDGET {
+        cx.error_spanned_by(
+            &flow.path[TURN_BUDGET],
+            format!(
+                "this is durable call {} of this turn, over the turn budget of {TURN_BUDGET} steps, sleeps and signal waits; end the turn with `{}.continue_(state, message)` and do the rest in the next turn",
+                TURN_BUDGET + 1,
+                settings.ctx
+            ),
+        );
+    }
+    BodyInfo {
+        calls: a.calls,
+        unaccepted: a.unaccepted,
+    }
+}
+
+/// What a part of the body may do.
+#[derive(Default)]
+struct Flow {
+    /// The literal keys it may use, with where.
+    keys: Vec<(String, Span)>,
+    /// The durable calls of its longest run, in order (each as `ctx.step` or `name`).
+    path: Vec<TokenStream>,
+    /// Whether it always leaves the function (`return`, `break`, `continue`).
+    diverges: bool,
+}
+
+struct Analyzer<'a> {
+    cx: &'a Ctxt,
+    s: &'a Settings<'a>,
+    /// The enclosing loops' index hints (the loop pattern's first identifier).
+    loops: Vec<Option<String>>,
+    has_loop: bool,
+    /// Locals known to hold a `HashMap` or `HashSet`.
+    hash_vars: HashSet<String>,
+    calls: Vec<DurableCall>,
+    unaccepted: Vec<syn::Path>,
+}
+
+/// A durable call and the builder calls chained onto it, e.g. `crawl(ctx, a).key("a")`.
+struct Chain<'e> {
+    base: Base<'e>,
+    /// The outermost `.key(..)` argument.
+    key_override: Option<&'e Expr>,
+    /// The arguments of the chained builder calls.
+    builder_args: Vec<&'e Expr>,
+}
+
+enum Base<'e> {
+    Method(&'e ExprMethodCall),
+    StepFn(&'e ExprCall, &'e syn::Path),
+}
+
+const DURABLE_METHODS: &[&str] = &["step", "sleep", "wait_for_signal", "now", "random"];
+const BUILDER_METHODS: &[&str] = &["key", "kind", "timeout", "heartbeat_timeout", "options"];
+const CONCURRENT_MACROS: &[&str] = &["join", "try_join", "select", "select_biased"];
+
+impl Analyzer<'_> {
+    fn is_ctx(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Path(p) => p.qself.is_none() && p.path.is_ident(self.s.ctx),
+            Expr::Paren(p) => self.is_ctx(&p.expr),
+            Expr::Group(g) => self.is_ctx(&g.expr),
+            _ => false,
+        }
+    }
+
+    fn chain<'e>(&self, e: &'e Expr) -> Option<Chain<'e>> {
+        match e {
+            Expr::MethodCall(m)
+                if self.is_ctx(&m.receiver) && DURABLE_METHODS.iter().any(|d| m.method == d) =>
+            {
+                Some(Chain {
+                    base: Base::Method(m),
+                    key_override: None,
+                    builder_args: Vec::new(),
+                })
+            }
+            Expr::MethodCall(m) if BUILDER_METHODS.iter().any(|d| m.method == d) => {
+                let mut chain = self.chain(&m.receiver)?;
+                if m.method == "key" && chain.key_override.is_none() {
+                    chain.key_override = m.args.first();
+                }
+                chain.builder_args.extend(m.args.iter());
+                Some(chain)
+            }
+            Expr::Call(c) => match (&*c.func, c.args.first()) {
+                (Expr::Path(p), Some(first)) if p.qself.is_none() && self.is_ctx(first) => {
+                    Some(Chain {
+                        base: Base::StepFn(c, &p.path),
+                        key_override: None,
+                        builder_args: Vec::new(),
+                    })
+                }
+                _ => None,
+            },
+            Expr::Paren(p) => self.chain(&p.expr),
+            _ => None,
+        }
+    }
+
+    // ---- composition -------------------------------------------------------------------
+
+    /// `next` runs after `acc`: a key in both is used twice.
+    fn then(&self, acc: &mut Flow, next: Flow) {
+        if acc.diverges {
+            return;
+        }
+        for (key, span) in next.keys {
+            if let Some((_, first)) = acc.keys.iter().find(|(k, _)| *k == key) {
+                self.cx.error_at(
+                    span,
+                    format!(
+                        "step key `{key}` is used twice in this turn; give this call a key of its own, e.g. \"{key}-2\" (a `#[step]` function takes it with `.key(\"{key}-2\")`); the same key is only allowed in mutually exclusive arms of one `if` or `match`"
+                    ),
+                );
+                self.cx
+                    .error_at(*first, format!("step key `{key}` is first used here"));
+                continue;
+            }
+            acc.keys.push((key, span));
+        }
+        acc.path.extend(next.path);
+        acc.diverges |= next.diverges;
+    }
+
+    /// Alternatives: at most one of `arms` runs.
+    fn either(arms: Vec<Flow>) -> Flow {
+        let mut out = Flow {
+            diverges: !arms.is_empty() && arms.iter().all(|a| a.diverges),
+            ..Flow::default()
+        };
+        for arm in arms {
+            if arm.path.len() > out.path.len() {
+                out.path.clone_from(&arm.path);
+            }
+            if arm.diverges {
+                continue;
+            }
+            for (key, span) in arm.keys {
+                if !out.keys.iter().any(|(k, _)| *k == key) {
+                    out.keys.push((key, span));
+                }
+            }
+        }
+        out
+    }
+
+    // ---- walking -----------------------------------------------------------------------
+
+    fn block(&mut self, block: &Block) -> Flow {
+        let mut flow = Flow::default();
+        for stmt in &block.stmts {
+            let next = self.stmt(stmt);
+            self.then(&mut flow, next);
+        }
+        flow
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) -> Flow {
+        match stmt {
+            Stmt::Local(local) => {
+                let mut flow = Flow::default();
+                if let Some(init) = &local.init {
+                    flow = self.expr(&init.expr, false);
+                    if let Some((_, diverge)) = &init.diverge {
+                        let arm = self.expr(diverge, false);
+                        let none = Flow::default();
+                        let alt = Self::either(vec![arm, none]);
+                        self.then(&mut flow, alt);
+                    }
+                    self.track_hash_local(&local.pat, Some(&init.expr));
+                } else {
+                    self.track_hash_local(&local.pat, None);
+                }
+                flow
+            }
+            Stmt::Item(_) => Flow::default(),
+            Stmt::Expr(e, _) => self.expr(e, false),
+            Stmt::Macro(m) => self.mac(&m.mac),
+        }
+    }
+
+    fn exprs<'e>(&mut self, exprs: impl IntoIterator<Item = &'e Expr>) -> Flow {
+        let mut flow = Flow::default();
+        for e in exprs {
+            let next = self.expr(e, false);
+            self.then(&mut flow, next);
+        }
+        flow
+    }
+
+    fn expr(&mut self, e: &Expr, awaited: bool) -> Flow {
+        if let Some(chain) = self.chain(e) {
+            return self.durable(&chain, e, awaited);
+        }
+        match e {
+            Expr::Await(a) => self.expr(&a.base, true),
+            Expr::Paren(p) => self.expr(&p.expr, awaited),
+            Expr::Try(t) => self.expr(&t.expr, false),
+            Expr::Block(b) => self.block(&b.block),
+            Expr::Unsafe(b) => self.block(&b.block),
+            Expr::Const(b) => self.block(&b.block),
+            Expr::Async(b) => self.block(&b.block),
+            Expr::TryBlock(b) => self.block(&b.block),
+            Expr::If(i) => {
+                let mut flow = self.expr(&i.cond, false);
+                let then = self.block(&i.then_branch);
+                let other = match &i.else_branch {
+                    Some((_, e)) => self.expr(e, false),
+                    None => Flow::default(),
+                };
+                let alt = Self::either(vec![then, other]);
+                self.then(&mut flow, alt);
+                flow
+            }
+            Expr::Match(m) => {
+                let mut flow = self.expr(&m.expr, false);
+                let mut arms = Vec::new();
+                for arm in &m.arms {
+                    let mut f = match &arm.pat {
+                        Pat::Guard(g) => self.expr(&g.guard, false),
+                        _ => Flow::default(),
+                    };
+                    let body = self.expr(&arm.body, false);
+                    self.then(&mut f, body);
+                    arms.push(f);
+                }
+                let alt = Self::either(arms);
+                self.then(&mut flow, alt);
+                flow
+            }
+            Expr::ForLoop(f) => {
+                let flow = self.expr(&f.expr, false);
+                self.check_hash_iteration(&f.expr);
+                self.in_loop(loop_hint(&f.pat), |a| a.block(&f.body));
+                flow
+            }
+            Expr::While(w) => {
+                self.in_loop(None, |a| {
+                    a.expr(&w.cond, false);
+                    a.block(&w.body);
+                });
+                Flow::default()
+            }
+            Expr::Loop(l) => {
+                self.in_loop(None, |a| a.block(&l.body));
+                Flow::default()
+            }
+            Expr::Return(r) => {
+                let mut flow = match &r.expr {
+                    Some(e) => self.expr(e, false),
+                    None => Flow::default(),
+                };
+                flow.diverges = true;
+                flow
+            }
+            Expr::Break(b) => {
+                let mut flow = match &b.expr {
+                    Some(e) => self.expr(e, false),
+                    None => Flow::default(),
+                };
+                flow.diverges = true;
+                flow
+            }
+            Expr::Continue(_) => Flow {
+                diverges: true,
+                ..Flow::default()
+            },
+            Expr::Closure(c) => self.expr(&c.body, false),
+            Expr::Macro(m) => self.mac(&m.mac),
+            Expr::Call(c) => {
+                if let Expr::Path(p) = &*c.func {
+                    self.check_path(&p.path);
+                } else {
+                    let f = self.expr(&c.func, false);
+                    let rest = self.exprs(&c.args);
+                    return self.seq(f, rest);
+                }
+                self.exprs(&c.args)
+            }
+            Expr::Path(p) => {
+                self.check_path(&p.path);
+                Flow::default()
+            }
+            Expr::MethodCall(m) => {
+                self.check_hash_method(m);
+                let recv = self.expr(&m.receiver, false);
+                let args = self.exprs(&m.args);
+                self.seq(recv, args)
+            }
+            _ => {
+                let children = children(e);
+                self.exprs(children)
+            }
+        }
+    }
+
+    fn seq(&self, mut a: Flow, b: Flow) -> Flow {
+        self.then(&mut a, b);
+        a
+    }
+
+    fn in_loop<R>(&mut self, hint: Option<String>, f: impl FnOnce(&mut Self) -> R) {
+        self.has_loop = true;
+        self.loops.push(hint);
+        f(self);
+        self.loops.pop();
+    }
+
+    /// A durable call: record it and check its key, its await and its signal.
+    fn durable(&mut self, chain: &Chain, e: &Expr, awaited: bool) -> Flow {
+        let mut flow = Flow::default();
+        // The arguments run first.
+        let (method, args): (Option<&syn::Ident>, Vec<&Expr>) = match &chain.base {
+            Base::Method(m) => {
+                let skip_closure = m.method == "step";
+                let args = m
+                    .args
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !(skip_closure && *i == 1))
+                    .map(|(_, a)| a)
+                    .collect();
+                (Some(&m.method), args)
+            }
+            Base::StepFn(c, _) => (None, c.args.iter().skip(1).collect()),
+        };
+        let args = self.exprs(args.into_iter().chain(chain.builder_args.iter().copied()));
+        self.then(&mut flow, args);
+
+        let (head, call) = match &chain.base {
+            Base::Method(m) => {
+                let (recv, dot, method) = (&m.receiver, &m.dot_token, &m.method);
+                (
+                    quote::quote!(#recv #dot #method),
+                    format!("{}.{method}(..)", self.s.ctx),
+                )
+            }
+            Base::StepFn(_, path) => {
+                let name = path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default();
+                (quote::quote!(#path), format!("{name}({}, ..)", self.s.ctx))
+            }
+        };
+        let span = e.span();
+        let (kind, default_key, example) = match (&chain.base, method) {
+            (Base::Method(m), Some(method)) => {
+                let kind = match method.to_string().as_str() {
+                    "step" => CallKind::Step(first_type_arg(m.turbofish.as_ref())),
+                    "sleep" => CallKind::Sleep,
+                    "wait_for_signal" => {
+                        self.check_signal(m);
+                        CallKind::Wait
+                    }
+                    "now" => CallKind::Now,
+                    _ => CallKind::Random,
+                };
+                let key = m
+                    .args
+                    .first()
+                    .map(KeyExpr::from_expr)
+                    .unwrap_or(KeyExpr::Dynamic);
+                let ctx = self.s.ctx;
+                let example = match method.to_string().as_str() {
+                    "step" => format!("{ctx}.step(format!(\"KEY-{{i}}\"), ..)"),
+                    "sleep" => format!("{ctx}.sleep(format!(\"KEY-{{i}}\"), ..)"),
+                    "wait_for_signal" => {
+                        format!("{ctx}.wait_for_signal(format!(\"KEY-{{i}}\"), ..)")
+                    }
+                    other => format!("{ctx}.{other}(format!(\"KEY-{{i}}\"))"),
+                };
+                (kind, key, example)
+            }
+            (Base::StepFn(_, path), _) => {
+                let name = path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string().trim_start_matches("r#").to_owned())
+                    .unwrap_or_default();
+                let fn_span = path.segments.last().map_or(span, |s| s.ident.span());
+                let example = format!("{name}({}, ..).key(format!(\"KEY-{{i}}\"))", self.s.ctx);
+                (
+                    CallKind::StepFn(strip_args(path)),
+                    KeyExpr::Default(name, fn_span),
+                    example,
+                )
+            }
+            (Base::Method(_), None) => unreachable!("a method call has a method"),
+        };
+        let key = match chain.key_override {
+            Some(k) => KeyExpr::from_expr(k),
+            None => default_key,
+        };
+
+        if !awaited {
+            self.cx.error_spanned_by(
+                &head,
+                format!(
+                    "this durable call is not awaited where it is made: a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably until it finishes), so its future cannot be stored or run alongside another; write `{call}.await?` and make the next call after it",
+                    ctx = self.s.ctx,
+                ),
+            );
+        }
+
+        let literal = match &key {
+            KeyExpr::Literal(lit) => Some((lit.value(), lit.span())),
+            KeyExpr::Default(name, span) => Some((name.clone(), *span)),
+            KeyExpr::Dynamic => None,
+        };
+        if let Some((text, at)) = &literal {
+            if let Some(why) = keys::problem(text) {
+                self.cx.error_at(
+                    *at,
+                    format!("invalid step key {text:?}: {why}; use {}", keys::RULES),
+                );
+            } else if let Some(hint) = self.loops.last() {
+                let i = hint.as_deref().unwrap_or("i");
+                let example = example
+                    .replace("KEY", text)
+                    .replace("{i}", &format!("{{{i}}}"));
+                self.cx.error_at(
+                    *at,
+                    format!(
+                        "fixed step key `{text}` inside a loop: every iteration would save under the same key; use an indexed key, e.g. `{example}`"
+                    ),
+                );
+            } else {
+                flow.keys.push((text.clone(), *at));
+            }
+        }
+        flow.path.push(head);
+        self.calls.push(DurableCall {
+            kind,
+            key: literal.map(|(k, _)| k),
+        });
+        flow
+    }
+
+    /// `ctx.wait_for_signal::<S>(..)`: `S` must be an accepted signal.
+    fn check_signal(&mut self, m: &ExprMethodCall) {
+        let Some(Type::Path(p)) = first_type_arg(m.turbofish.as_ref()) else {
+            return;
+        };
+        let Some(name) = p.path.segments.last().map(|s| &s.ident) else {
+            return;
+        };
+        let accepted: Vec<String> = self
+            .s
+            .signals
+            .iter()
+            .filter_map(|s| s.segments.last().map(|s| s.ident.to_string()))
+            .collect();
+        if accepted.iter().any(|a| name == a) {
+            return;
+        }
+        let workflow = self.s.workflow;
+        let alternatives = if accepted.is_empty() {
+            format!("it accepts no signals; list it: `#[workflow(signals({name}))]`")
+        } else {
+            format!(
+                "it accepts {}; or list it: `#[workflow(signals(.., {name}))]`",
+                crate::args::one_of(&accepted.iter().map(String::as_str).collect::<Vec<_>>())
+            )
+        };
+        self.cx.error_spanned_by(
+            &p.path,
+            format!("workflow `{workflow}` does not accept signal `{name}`: {alternatives}"),
+        );
+        if !self
+            .unaccepted
+            .iter()
+            .any(|u| u.segments.last().map(|s| &s.ident) == Some(name))
+        {
+            self.unaccepted.push(p.path.clone());
+        }
+    }
+
+    // ---- macros ------------------------------------------------------------------------
+
+    fn mac(&mut self, mac: &Macro) -> Flow {
+        let name = mac
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
+        if CONCURRENT_MACROS.contains(&name.as_str()) && mentions(&mac.tokens, self.s.ctx) {
+            self.cx.error_spanned_by(
+                &mac.path,
+                format!(
+                    "`{name}!` would run durable calls concurrently, but a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably); await them one after the other, or do the concurrent work inside one step",
+                    ctx = self.s.ctx
+                ),
+            );
+            return Flow::default();
+        }
+        // Look inside macros whose arguments are expressions (`println!`, `assert_eq!`, `vec!`).
+        let parser = Punctuated::<Expr, Token![,]>::parse_terminated;
+        match parser.parse2(mac.tokens.clone()) {
+            Ok(args) => self.exprs(&args),
+            Err(_) => Flow::default(),
+        }
+    }
+
+    // ---- nondeterminism ----------------------------------------------------------------
+
+    fn nondeterministic(&self, at: &dyn quote::ToTokens, what: &str, instead: &str) {
+        if self.s.allow_nondeterminism {
+            return;
+        }
+        self.cx.error_spanned_by(
+            at.to_token_stream(),
+            format!(
+                "{what} in a workflow body makes replays diverge: the turn runs again from the top on every attempt and must take the same path; {instead} (or opt out with `#[workflow(allow_nondeterminism)]`)"
+            ),
+        );
+    }
+
+    fn check_path(&self, path: &syn::Path) {
+        let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let seg = |s: &str| segs.iter().any(|x| x == s);
+        let ends =
+            |tail: &[&str]| segs.len() >= tail.len() && segs[segs.len() - tail.len()..] == *tail;
+        let shown = segs.join("::");
+        let ctx = self.s.ctx;
+        let span = path;
+        if ends(&["SystemTime", "now"])
+            || ends(&["Instant", "now"])
+            || ends(&["Utc", "now"])
+            || ends(&["Local", "now"])
+            || ends(&["OffsetDateTime", "now_utc"])
+        {
+            self.nondeterministic(
+                span,
+                &format!("`{shown}`"),
+                &format!(
+                    "read the time as a step, saved and replayed: `{ctx}.now(\"key\").await?`"
+                ),
+            );
+        } else if segs.first().is_some_and(|s| s == "rand")
+            || ends(&["thread_rng"])
+            || ends(&["Uuid", "new_v4"])
+        {
+            self.nondeterministic(
+                span,
+                &format!("`{shown}`"),
+                &format!("draw the random value as a step, saved and replayed: `{ctx}.random(\"key\").await?`"),
+            );
+        } else if segs.len() >= 2
+            && matches!(
+                segs.last().map(String::as_str),
+                Some("spawn" | "spawn_blocking" | "spawn_local")
+            )
+            && (seg("tokio") || seg("task") || seg("thread"))
+        {
+            self.nondeterministic(
+                span,
+                &format!("`{shown}`"),
+                &format!("a spawned task is not replayed; do concurrent work inside a step: `{ctx}.step(\"key\", |s| async move {{ .. }})`"),
+            );
+        } else if segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "env") {
+            self.nondeterministic(
+                span,
+                &format!("reading the environment (`{shown}`)"),
+                &format!("read it inside a step so the value is saved: `{ctx}.step(\"key\", |_| async move {{ Ok(std::env::var(..).ok()) }})`, or pass it in the workflow's dependencies"),
+            );
+        } else if segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "fs") {
+            self.nondeterministic(
+                span,
+                &format!("file-system access (`{shown}`)"),
+                &format!("do file I/O inside a step so its result is saved: `{ctx}.step(\"key\", |_| async move {{ .. }})`"),
+            );
+        }
+    }
+
+    /// Remember `let x = HashMap::new()`, `let x: HashSet<_> = ..` and the like.
+    fn track_hash_local(&mut self, pat: &Pat, init: Option<&Expr>) {
+        let (ident, ty) = match pat {
+            Pat::Ident(p) => (&p.ident, None),
+            Pat::Type(t) => match &*t.pat {
+                Pat::Ident(p) => (&p.ident, Some(&*t.ty)),
+                _ => return,
+            },
+            _ => return,
+        };
+        let by_type = ty.is_some_and(|t| hash_type(&quote::quote!(#t)).is_some());
+        let by_init = init.is_some_and(|e| hash_expr(e).is_some());
+        if by_type || by_init {
+            self.hash_vars.insert(ident.to_string());
+        } else {
+            self.hash_vars.remove(&ident.to_string());
+        }
+    }
+
+    fn hash_of(&self, e: &Expr) -> Option<&'static str> {
+        match e {
+            Expr::Reference(r) => self.hash_of(&r.expr),
+            Expr::Paren(p) => self.hash_of(&p.expr),
+            Expr::Path(p) => {
+                let ident = p.path.get_ident()?.to_string();
+                if !self.hash_vars.contains(&ident) {
+                    return None;
+                }
+                Some("HashMap` or `HashSet")
+            }
+            other => hash_expr(other),
+        }
+    }
+
+    fn check_hash_iteration(&self, iterated: &Expr) {
+        if let Some(kind) = self.hash_of(iterated) {
+            self.hash_error(iterated, kind);
+        }
+    }
+
+    fn check_hash_method(&self, m: &ExprMethodCall) {
+        const ITERATING: &[&str] = &[
+            "iter",
+            "iter_mut",
+            "into_iter",
+            "keys",
+            "values",
+            "values_mut",
+            "into_keys",
+            "into_values",
+            "drain",
+        ];
+        if !ITERATING.iter().any(|i| m.method == i) {
+            return;
+        }
+        if let Some(kind) = self.hash_of(&m.receiver) {
+            let (recv, dot, method) = (&m.receiver, &m.dot_token, &m.method);
+            self.hash_error(&quote::quote!(#recv #dot #method), kind);
+        }
+    }
+
+    fn hash_error(&self, span: &dyn quote::ToTokens, kind: &str) {
+        self.nondeterministic(
+            span,
+            &format!("iterating over a `{kind}`"),
+            "its order differs from run to run; use a `BTreeMap` or `BTreeSet`, or sort the entries first",
+        );
+    }
+}
+
+/// A key as written.
+enum KeyExpr {
+    Literal(LitStr),
+    /// A `#[step]` function's own name.
+    Default(String, Span),
+    /// Computed at run time, e.g. `format!("item-{i}")`.
+    Dynamic,
+}
+
+impl KeyExpr {
+    fn from_expr(e: &Expr) -> Self {
+        match e {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            }) => KeyExpr::Literal(s.clone()),
+            Expr::Paren(p) => Self::from_expr(&p.expr),
+            _ => KeyExpr::Dynamic,
+        }
+    }
+}
+
+/// The first type in a turbofish, e.g. `T` of `::<T, _, _>`.
+fn first_type_arg(t: Option<&syn::AngleBracketedGenericArguments>) -> Option<Type> {
+    match t?.args.first()? {
+        syn::GenericArgument::Type(Type::Infer(_)) => None,
+        syn::GenericArgument::Type(ty) => Some(ty.clone()),
+        _ => None,
+    }
+}
+
+/// `a::b::<T>` without generic arguments, to name the step's marker type.
+fn strip_args(path: &syn::Path) -> syn::Path {
+    let mut path = path.clone();
+    for seg in &mut path.segments {
+        seg.arguments = syn::PathArguments::None;
+    }
+    path
+}
+
+/// The loop pattern's identifier, to suggest an indexed key: `i` of `for (i, x) in ..`.
+fn loop_hint(pat: &Pat) -> Option<String> {
+    match pat {
+        Pat::Ident(p) => Some(p.ident.to_string()),
+        Pat::Tuple(t) => t.elems.first().and_then(loop_hint),
+        Pat::Type(t) => loop_hint(&t.pat),
+        _ => None,
+    }
+    .filter(|name| name != "_")
+}
+
+/// Whether `tokens` mention `ident` anywhere.
+fn mentions(tokens: &TokenStream, ident: &syn::Ident) -> bool {
+    tokens.clone().into_iter().any(|t| match t {
+        TokenTree::Ident(i) => i == *ident,
+        TokenTree::Group(g) => mentions(&g.stream(), ident),
+        _ => false,
+    })
+}
+
+/// The hash type a type names, if any.
+fn hash_type(tokens: &TokenStream) -> Option<&'static str> {
+    tokens.clone().into_iter().find_map(|t| match t {
+        TokenTree::Ident(i) if i == "HashMap" => Some("HashMap"),
+        TokenTree::Ident(i) if i == "HashSet" => Some("HashSet"),
+        TokenTree::Group(g) => hash_type(&g.stream()),
+        _ => None,
+    })
+}
+
+/// The hash type an expression builds directly: `HashMap::new()`, `.collect::<HashSet<_>>()`.
+fn hash_expr(e: &Expr) -> Option<&'static str> {
+    match e {
+        Expr::Call(c) => match &*c.func {
+            Expr::Path(p) => {
+                let segs: Vec<String> = p
+                    .path
+                    .segments
+                    .iter()
+                    .map(|s| s.ident.to_string())
+                    .collect();
+                segs.iter().rev().nth(1).and_then(|s| match s.as_str() {
+                    "HashMap" => Some("HashMap"),
+                    "HashSet" => Some("HashSet"),
+                    _ => None,
+                })
+            }
+            _ => None,
+        },
+        Expr::MethodCall(m) if m.method == "collect" => {
+            let t = m.turbofish.as_ref()?;
+            hash_type(&quote::quote!(#t))
+        }
+        _ => None,
+    }
+}
+
+/// The direct sub-expressions of `e`, for the kinds the walker does not treat specially.
+fn children(e: &Expr) -> Vec<&Expr> {
+    struct Children<'e>(Vec<&'e Expr>);
+    impl<'e> Visit<'e> for Children<'e> {
+        fn visit_expr(&mut self, e: &'e Expr) {
+            self.0.push(e);
+        }
+        fn visit_block(&mut self, _: &'e Block) {}
+        fn visit_item(&mut self, _: &'e syn::Item) {}
+    }
+    let mut c = Children(Vec::new());
+    syn::visit::visit_expr(&mut c, e);
+    c.0
+}

@@ -1,0 +1,365 @@
+//! Token generation for `#[workflow]`; no validation here.
+//!
+//! Input:
+//!
+//! ```text
+//! #[workflow(name = "counter", signals(Approval))]
+//! pub async fn counter(ctx: &mut Turn, state: Count, msg: Add) -> Result<Done<Count, u64>, TurnError> { .. }
+//! ```
+//!
+//! Output (simplified; `P` is `::turnwise::__private`):
+//!
+//! ```text
+//! #[derive(Clone, Copy, Debug, Default)]
+//! pub struct counter;                       // `pub struct crawler(pub Deps);` with a 4th parameter
+//! const _: () = {
+//!     impl P::Workflow for counter {
+//!         type State = Count; type Message = Add; type Reply = u64;
+//!         const NAME: &str = "counter"; const VERSION: &str = "v1";
+//!         const SIGNALS: &[&str] = &[<Approval as P::Signal>::NAME];
+//!         async fn run(&self, turn: &mut P::Turn<Self>, state: Count, message: Add) -> P::TurnResult<Self> {
+//!             async fn counter(ctx: &mut P::Turn<counter>, state: Count, msg: Add)
+//!                 -> Result<Done<Count, u64, Add>, TurnError> { .. }
+//!             P::into_turn_result(counter(turn, state, message).await)
+//!         }
+//!         fn schema(&self) -> Option<P::WorkflowSchema> { Some(counter::schema(self)) }
+//!     }
+//!     impl P::Accepts<Approval> for counter {}
+//!     impl counter { pub fn schema(&self) -> P::WorkflowSchema { .. } }
+//! };
+//! ```
+
+use std::collections::BTreeSet;
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{FnArg, ItemFn, Type};
+
+use super::args::WorkflowArgs;
+use super::ast::WorkflowFn;
+use super::body::{BodyInfo, CallKind, DurableCall};
+use crate::private::{allowed_lints, respan, Private};
+
+/// The attributes of the user's function, split by where they go.
+struct Attrs<'a> {
+    /// `///` docs: on the generated struct.
+    docs: Vec<&'a syn::Attribute>,
+    /// `#[cfg]`: on everything generated.
+    cfgs: Vec<&'a syn::Attribute>,
+    /// The rest: on the function that keeps the body.
+    rest: Vec<&'a syn::Attribute>,
+}
+
+fn split_attrs(item: &ItemFn) -> Attrs<'_> {
+    let mut out = Attrs {
+        docs: Vec::new(),
+        cfgs: Vec::new(),
+        rest: Vec::new(),
+    };
+    for attr in &item.attrs {
+        if attr.path().is_ident("doc") {
+            out.docs.push(attr);
+        } else if attr.path().is_ident("cfg") {
+            out.cfgs.push(attr);
+        } else {
+            out.rest.push(attr);
+        }
+    }
+    out
+}
+
+/// The type the user names: a unit struct, or a tuple struct over the dependencies.
+fn struct_item(item: &ItemFn, deps: Option<&Type>) -> TokenStream {
+    let attrs = split_attrs(item);
+    let (docs, cfgs) = (&attrs.docs, &attrs.cfgs);
+    let vis = &item.vis;
+    let ident = &item.sig.ident;
+    match deps {
+        Some(deps) => quote! {
+            #(#docs)*
+            #(#cfgs)*
+            #[allow(non_camel_case_types)]
+            #vis struct #ident(
+                /// The workflow's dependencies, lent to every turn.
+                #vis #deps,
+            );
+        },
+        None => quote! {
+            #(#docs)*
+            #(#cfgs)*
+            #[allow(non_camel_case_types)]
+            #[derive(
+                ::core::clone::Clone,
+                ::core::marker::Copy,
+                ::core::fmt::Debug,
+                ::core::default::Default,
+            )]
+            #vis struct #ident;
+        },
+    }
+}
+
+/// The output when the signature cannot be expanded: the type alone.
+pub(crate) fn stub(item: &ItemFn) -> TokenStream {
+    let deps = item.sig.inputs.iter().nth(3).and_then(|a| match a {
+        FnArg::Typed(t) => match &*t.ty {
+            Type::Reference(r) => Some((*r.elem).clone()),
+            _ => None,
+        },
+        FnArg::Receiver(_) => None,
+    });
+    struct_item(item, deps.as_ref())
+}
+
+/// The full expansion.
+pub(crate) fn generate(
+    p: &Private,
+    args: &WorkflowArgs,
+    wf: &WorkflowFn,
+    info: &BodyInfo,
+) -> TokenStream {
+    let calls = &info.calls;
+    let item = &wf.original;
+    let attrs = split_attrs(item);
+    let cfgs = &attrs.cfgs;
+    let rest = &attrs.rest;
+    let ident = &item.sig.ident;
+    let vis = &item.vis;
+    let deps_ty = wf.deps.as_ref().map(|(_, ty)| ty);
+    let the_struct = struct_item(item, deps_ty);
+
+    let name = args.name.as_ref().map_or_else(
+        || ident.to_string().trim_start_matches("r#").to_owned(),
+        syn::LitStr::value,
+    );
+    let version = args
+        .version
+        .as_ref()
+        .map_or_else(|| "v1".to_owned(), syn::LitStr::value);
+
+    let state_ty = &wf.state.ty;
+    let state_pat = &wf.state.pat;
+    let message_ty = &wf.message.ty;
+    let message_pat = &wf.message.pat;
+    let reply_ty = &wf.reply;
+    let ctx_pat = &wf.ctx_pat;
+    let ret = &wf.ret;
+    let block = &item.block;
+    let asyncness = item.sig.asyncness.map_or_else(
+        || quote_spanned!(item.sig.fn_token.span=> async),
+        |a| quote!(#a),
+    );
+    let fn_token = &item.sig.fn_token;
+
+    // Internal names, hygienic so that they never meet the user's.
+    let turn = syn::Ident::new("turn", Span::mixed_site());
+    let state = syn::Ident::new("state", Span::mixed_site());
+    let message = syn::Ident::new("message", Span::mixed_site());
+
+    let (deps_param, deps_arg) = match &wf.deps {
+        Some((pat, ty)) => (quote!(, #pat: &#ty), quote!(, &self.0)),
+        None => (TokenStream::new(), TokenStream::new()),
+    };
+    let ret_span = ret.span();
+    let finish = match &wf.error {
+        Some(e) => quote_spanned!(ret_span=> #p::into_turn_result::<_, #e>),
+        None => quote_spanned!(ret_span=> #p::into_turn_result),
+    };
+
+    let signals = &args.signals;
+    let accepts = signals.iter().chain(&info.unaccepted).map(|s| {
+        let span = s.span();
+        respan(
+            quote! {
+                #[automatically_derived]
+                impl #p::Accepts<#s> for #ident {}
+            },
+            span,
+        )
+    });
+    let distinct_names = distinct_signal_names(p, ident, signals);
+    let signal_names = signals
+        .iter()
+        .map(|s| respan(quote!(<#s as #p::Signal>::NAME), s.span()));
+
+    let assoc_types = {
+        let state = quote_spanned!(state_ty.span()=> type State = #state_ty;);
+        let message = quote_spanned!(message_ty.span()=> type Message = #message_ty;);
+        let reply = quote_spanned!(reply_ty.span()=> type Reply = #reply_ty;);
+        quote!(#state #message #reply)
+    };
+    // A `run` future that is not `Send` is reported at the user's function.
+    let run_head = respan(
+        quote! {
+            async fn run(
+                &self,
+                #turn: &mut #p::Turn<Self>,
+                #state: #state_ty,
+                #message: #message_ty,
+            ) -> #p::TurnResult<Self>
+        },
+        ident.span(),
+    );
+    let options = options(p, args);
+    let schema = schema(p, wf, &name, &version, signals, calls);
+    let deps_impls = deps_ty.map(|deps| {
+        let assert = quote_spanned!(deps.span()=> #p::assert_deps::<#deps>());
+        quote! {
+            const _: () = #assert;
+            #[automatically_derived]
+            impl ::core::clone::Clone for #ident {
+                fn clone(&self) -> Self {
+                    Self(::core::clone::Clone::clone(&self.0))
+                }
+            }
+            #[automatically_derived]
+            impl ::core::fmt::Debug for #ident {
+                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                    f.debug_tuple(::core::stringify!(#ident)).finish_non_exhaustive()
+                }
+            }
+        }
+    });
+    let allowed = allowed_lints();
+    let schema_doc = format!(
+        " The JSON Schemas of the `{name}` workflow: its message, state and reply, each accepted signal by name and each step output known at compile time, by key."
+    );
+
+    quote! {
+        #the_struct
+
+        #(#cfgs)*
+        #[doc(hidden)]
+        #allowed
+        const _: () = {
+            #[automatically_derived]
+            impl #p::Workflow for #ident {
+                #assoc_types
+                const NAME: &'static ::core::primitive::str = #name;
+                const VERSION: &'static ::core::primitive::str = #version;
+                const SIGNALS: &'static [&'static ::core::primitive::str] = &[#(#signal_names),*];
+
+                #options
+
+                fn schema(&self) -> #p::Option<#p::WorkflowSchema> {
+                    #p::Option::Some(#ident::schema(self))
+                }
+
+                #run_head {
+                    #(#rest)*
+                    #[allow(clippy::needless_pass_by_value, clippy::unused_async)]
+                    #asyncness #fn_token #ident(
+                        #ctx_pat: &mut #p::Turn<#ident>,
+                        #state_pat: #state_ty,
+                        #message_pat: #message_ty
+                        #deps_param
+                    ) -> #ret #block
+
+                    #finish(#ident(#turn, #state, #message #deps_arg).await)
+                }
+            }
+
+            #(#accepts)*
+            #distinct_names
+            #deps_impls
+
+            impl #ident {
+                #[doc = #schema_doc]
+                #[must_use]
+                #vis fn schema(&self) -> #p::WorkflowSchema {
+                    #schema
+                }
+            }
+        };
+    }
+}
+
+fn options(p: &Private, args: &WorkflowArgs) -> TokenStream {
+    if args.max_attempts.is_none() && args.lease_ms.is_none() && args.on_exhausted.is_none() {
+        return TokenStream::new();
+    }
+    let max = args.max_attempts.iter().map(|n| quote!(.max_attempts(#n)));
+    let lease = args
+        .lease_ms
+        .iter()
+        .map(|(ms, _)| quote!(.lease(#p::Duration::from_millis(#ms))));
+    let exhausted = args
+        .on_exhausted
+        .iter()
+        .map(|v| quote!(.on_exhausted(#p::OnExhausted::#v)));
+    quote! {
+        fn options(&self) -> #p::WorkflowOptions {
+            <#p::WorkflowOptions as ::core::default::Default>::default()
+                #(#max)* #(#lease)* #(#exhausted)*
+        }
+    }
+}
+
+/// Two accepted signals must not share a name on the wire.
+fn distinct_signal_names(p: &Private, ident: &syn::Ident, signals: &[syn::Path]) -> TokenStream {
+    let mut out = TokenStream::new();
+    let message = format!("two signals accepted by workflow `{ident}` have the same name; give each its own `#[signal(name = \"..\")]`");
+    for (i, b) in signals.iter().enumerate() {
+        for a in &signals[..i] {
+            out.extend(quote_spanned! {b.span()=>
+                const _: () = ::core::assert!(
+                    !#p::str_eq(<#a as #p::Signal>::NAME, <#b as #p::Signal>::NAME),
+                    #message
+                );
+            });
+        }
+    }
+    out
+}
+
+/// The body of `schema()`; its calls are also the checks that every type can cross the wire.
+fn schema(
+    p: &Private,
+    wf: &WorkflowFn,
+    name: &str,
+    version: &str,
+    signals: &[syn::Path],
+    calls: &[DurableCall],
+) -> TokenStream {
+    let state_ty = &wf.state.ty;
+    let message_ty = &wf.message.ty;
+    let reply_ty = &wf.reply;
+    let message = quote_spanned!(message_ty.span()=> #p::message_schema::<#message_ty>());
+    let state = quote_spanned!(state_ty.span()=> #p::state_schema::<#state_ty>());
+    let reply = quote_spanned!(reply_ty.span()=> #p::reply_schema::<#reply_ty>());
+    let signals = signals.iter().map(|s| {
+        respan(
+            quote!((<#s as #p::Signal>::NAME, #p::signal_schema::<#s>())),
+            s.span(),
+        )
+    });
+    let mut seen = BTreeSet::new();
+    let steps = calls.iter().filter_map(|call| {
+        let key = call.key.as_ref()?;
+        let output = match &call.kind {
+            CallKind::Step(Some(t)) => quote_spanned!(t.span()=> #t),
+            CallKind::StepFn(path) => {
+                quote_spanned!(path.span()=> <#path as #p::StepFn>::Output)
+            }
+            CallKind::Now => quote!(#p::Millis),
+            CallKind::Random => quote!(::core::primitive::u64),
+            CallKind::Step(None) | CallKind::Sleep | CallKind::Wait => return None,
+        };
+        if !seen.insert(key.clone()) {
+            return None;
+        }
+        Some(quote!((#key, #p::step_schema::<#output>())))
+    });
+    quote! {
+        #p::workflow_schema(
+            #name,
+            #version,
+            #message,
+            #state,
+            #reply,
+            [#(#signals),*],
+            [#(#steps),*],
+        )
+    }
+}

@@ -1,0 +1,57 @@
+//! `#[workflow]`: parse → check → expand.
+
+mod args;
+mod ast;
+mod body;
+mod codegen;
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::ctxt::Ctxt;
+use crate::private::Private;
+
+#[cfg(test)]
+pub(crate) use args::KNOWN as ARGUMENTS;
+
+/// Expand `#[workflow(args)] item`.
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
+    let cx = Ctxt::new();
+    let args = args::WorkflowArgs::parse(&cx, args);
+    let private = Private::new(args.krate.clone());
+    let item: syn::ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(_) => {
+            cx.error_spanned_by(
+                crate::first_tokens(&item),
+                format!("`#[workflow]` goes on an `async fn`: {}", ast::SHAPE),
+            );
+            let errors = cx.check().err().map(syn::Error::into_compile_error);
+            return quote!(#item #errors);
+        }
+    };
+    let Some(wf) = ast::WorkflowFn::from_syn(&cx, &item) else {
+        // The signature cannot be expanded: keep a stub of the type so that code using it
+        // reports no more than this (not inside an `impl`, where no struct can go).
+        let stub = item.sig.receiver().is_none().then(|| codegen::stub(&item));
+        let errors = cx.check().err().map(syn::Error::into_compile_error);
+        return quote!(#stub #errors);
+    };
+    let settings = body::Settings {
+        ctx: &wf.ctx,
+        workflow: &item.sig.ident,
+        signals: &args.signals,
+        allow_nondeterminism: args.allow_nondeterminism,
+    };
+    let info = body::analyze(&cx, &settings, &item.block);
+    // Body checks do not stop the expansion: the generated code is complete, so only the
+    // checks' own errors are reported.
+    let out = codegen::generate(&private, &args, &wf, &info);
+    match cx.check() {
+        Ok(()) => out,
+        Err(e) => {
+            let errors = e.into_compile_error();
+            quote!(#out #errors)
+        }
+    }
+}

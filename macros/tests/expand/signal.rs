@@ -1,0 +1,6 @@
+/// The reviewer's answer.
+#[derive(Serialize, Deserialize, JsonSchema, Signal)]
+#[signal(name = "approval")]
+pub struct Approval {
+    pub approved: bool,
+}

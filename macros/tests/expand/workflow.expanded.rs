@@ -1,0 +1,99 @@
+/// The counter: one step per message.
+#[allow(non_camel_case_types)]
+#[derive(
+    ::core::clone::Clone,
+    ::core::marker::Copy,
+    ::core::fmt::Debug,
+    ::core::default::Default,
+)]
+pub struct counter;
+#[doc(hidden)]
+#[allow(
+    non_camel_case_types,
+    dead_code,
+    unused_qualifications,
+    clippy::used_underscore_binding,
+)]
+const _: () = {
+    #[automatically_derived]
+    impl ::turnwise::__private::Workflow for counter {
+        type State = Count;
+        type Message = u64;
+        type Reply = u64;
+        const NAME: &'static ::core::primitive::str = "counter";
+        const VERSION: &'static ::core::primitive::str = "v1";
+        const SIGNALS: &'static [&'static ::core::primitive::str] = &[
+            <Approval as ::turnwise::__private::Signal>::NAME,
+        ];
+        fn options(&self) -> ::turnwise::__private::WorkflowOptions {
+            <::turnwise::__private::WorkflowOptions as ::core::default::Default>::default()
+                .max_attempts(5)
+                .lease(::turnwise::__private::Duration::from_millis(60000u64))
+                .on_exhausted(::turnwise::__private::OnExhausted::Skip)
+        }
+        fn schema(
+            &self,
+        ) -> ::turnwise::__private::Option<::turnwise::__private::WorkflowSchema> {
+            ::turnwise::__private::Option::Some(counter::schema(self))
+        }
+        async fn run(
+            &self,
+            turn: &mut ::turnwise::__private::Turn<Self>,
+            state: Count,
+            message: u64,
+        ) -> ::turnwise::__private::TurnResult<Self> {
+            #[allow(clippy::needless_pass_by_value, clippy::unused_async)]
+            async fn counter(
+                ctx: &mut ::turnwise::__private::Turn<counter>,
+                state: Count,
+                add: u64,
+            ) -> Result<Done<Count, u64, u64>, TurnError> {
+                let added = double(ctx, add).await?;
+                let again = double(ctx, added).key("double-2").await?;
+                let _ = ctx
+                    .wait_for_signal::<Approval>("review", Duration::from_secs(60))
+                    .await?;
+                Ok(Done::new(Count { n: state.n + again }).reply(again))
+            }
+            ::turnwise::__private::into_turn_result::<
+                _,
+                TurnError,
+            >(counter(turn, state, message).await)
+        }
+    }
+    #[automatically_derived]
+    impl ::turnwise::__private::Accepts<Approval> for counter {}
+    impl counter {
+        /// The JSON Schemas of the `counter` workflow: its message, state and reply, each accepted signal by name and each step output known at compile time, by key.
+        #[must_use]
+        pub fn schema(&self) -> ::turnwise::__private::WorkflowSchema {
+            ::turnwise::__private::workflow_schema(
+                "counter",
+                "v1",
+                ::turnwise::__private::message_schema::<u64>(),
+                ::turnwise::__private::state_schema::<Count>(),
+                ::turnwise::__private::reply_schema::<u64>(),
+                [
+                    (
+                        <Approval as ::turnwise::__private::Signal>::NAME,
+                        ::turnwise::__private::signal_schema::<Approval>(),
+                    ),
+                ],
+                [
+                    (
+                        "double",
+                        ::turnwise::__private::step_schema::<
+                            <double as ::turnwise::__private::StepFn>::Output,
+                        >(),
+                    ),
+                    (
+                        "double-2",
+                        ::turnwise::__private::step_schema::<
+                            <double as ::turnwise::__private::StepFn>::Output,
+                        >(),
+                    ),
+                ],
+            )
+        }
+    }
+};

@@ -1,0 +1,226 @@
+//! Support for the code that `#[workflow]`, `#[step]` and `#[derive(Signal)]` generate.
+//!
+//! Not public API: nothing here is covered by semver, and it changes in lockstep with
+//! `turnwise-macros` (which `turnwise` pins exactly).
+
+pub use schemars;
+pub use serde;
+pub use serde_json;
+
+pub use std::boxed::Box;
+pub use std::option::Option;
+pub use std::result::Result;
+pub use std::time::Duration;
+
+pub use crate::context::{BoxStepFn, BoxStepFuture, Resumable, Step, StepCtx, Turn};
+pub use crate::protocol::{Millis, OnExhausted, OperationKind};
+pub use crate::schema::WorkflowSchema;
+pub use crate::workflow::{
+    Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowOptions,
+};
+
+use std::future::Future;
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// What a `#[step]` function's marker type knows about it: its output and its default key.
+pub trait StepFn {
+    /// The step's output.
+    type Output;
+    /// The key a call uses unless it sets one with `.key(..)`.
+    const KEY: &'static str;
+}
+
+/// A workflow's state type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a workflow's state: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireState: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireState for T {}
+
+/// Assert that `T` can be a workflow's state.
+pub const fn assert_state<T: WireState>() {}
+
+/// A workflow's message type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a workflow's message: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireMessage: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireMessage for T {}
+
+/// Assert that `T` can be a workflow's message.
+pub const fn assert_message<T: WireMessage>() {}
+
+/// A workflow's reply type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a workflow's reply: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireReply: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireReply for T {}
+
+/// Assert that `T` can be a workflow's reply.
+pub const fn assert_reply<T: WireReply>() {}
+
+/// A signal type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a signal: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireSignal: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireSignal for T {}
+
+/// Assert that `T` can be a signal.
+pub const fn assert_signal_data<T: WireSignal>() {}
+
+/// A step's output type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a step's output: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireStepOutput:
+    Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static
+{
+}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireStepOutput for T {}
+
+/// Assert that `T` can be a step's output.
+pub const fn assert_step_output<T: WireStepOutput>() {}
+
+/// A step's resume cursor type.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a step's resume cursor: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
+    label = "saved and sent as JSON",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+)]
+pub trait WireCursor: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
+impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireCursor for T {}
+
+/// Assert that `T` can be a step's resume cursor.
+pub const fn assert_cursor<T: WireCursor>() {}
+
+/// A type that a `#[workflow]` or `#[step]` function may fail with.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the error type of a workflow or step: it does not convert into `TurnError`",
+    label = "not convertible into `TurnError`",
+    note = "return `Result<_, TurnError>`: every `std::error::Error + Send + Sync + 'static` converts into it with `?`"
+)]
+pub trait IntoTurnError: Into<TurnError> {}
+impl<E: Into<TurnError>> IntoTurnError for E {}
+
+/// What a workflow's dependencies (its fourth parameter) must be.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a workflow's dependencies: it must be `Clone + Send + Sync + 'static`",
+    label = "the workflow value holds this",
+    note = "wrap shared services in an `Arc`"
+)]
+pub trait WorkflowDeps: Clone + Send + Sync + 'static {}
+impl<D: Clone + Send + Sync + 'static> WorkflowDeps for D {}
+
+/// Assert that `D` can be a workflow's dependencies.
+pub const fn assert_deps<D: WorkflowDeps>() {}
+
+/// Box a step body so that a `#[step]` function returns a nameable type.
+pub fn box_step<'a, T, F, Fut>(f: F) -> BoxStepFn<'a, T>
+where
+    F: FnOnce(StepCtx) -> Fut + Send + 'a,
+    Fut: Future<Output = Result<T, TurnError>> + Send + 'a,
+{
+    Box::new(move |s| Box::pin(f(s)))
+}
+
+/// Convert the error of a user function's result into a [`TurnError`].
+pub fn into_turn_result<T, E: IntoTurnError>(r: Result<T, E>) -> Result<T, TurnError> {
+    r.map_err(Into::into)
+}
+
+/// Whether two strings are equal, in a const context (for duplicate signal names).
+pub const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Whether `s` follows the key rules (1–128 of `A-Z a-z 0-9 _ - .`), in a const context.
+pub const fn is_identifier(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > crate::validate::MAX_ID_LEN {
+        return false;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if !(c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.') {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The schema of a workflow's message.
+pub fn message_schema<T: WireMessage>() -> serde_json::Value {
+    crate::schema::schema_of::<T>()
+}
+
+/// The schema of a workflow's state.
+pub fn state_schema<T: WireState>() -> serde_json::Value {
+    crate::schema::schema_of::<T>()
+}
+
+/// The schema of a workflow's reply.
+pub fn reply_schema<T: WireReply>() -> serde_json::Value {
+    crate::schema::schema_of::<T>()
+}
+
+/// The schema of a signal.
+pub fn signal_schema<T: WireSignal + Signal>() -> serde_json::Value {
+    crate::schema::schema_of::<T>()
+}
+
+/// The schema of a step's output.
+pub fn step_schema<T: WireStepOutput>() -> serde_json::Value {
+    crate::schema::schema_of::<T>()
+}
+
+/// Assemble a workflow's schema.
+pub fn workflow_schema<const S: usize, const T: usize>(
+    name: &str,
+    version: &str,
+    message: serde_json::Value,
+    state: serde_json::Value,
+    reply: serde_json::Value,
+    signals: [(&str, serde_json::Value); S],
+    steps: [(&str, serde_json::Value); T],
+) -> WorkflowSchema {
+    WorkflowSchema {
+        name: name.to_owned(),
+        version: version.to_owned(),
+        message,
+        state,
+        reply,
+        signals: signals
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+        steps: steps.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+    }
+}

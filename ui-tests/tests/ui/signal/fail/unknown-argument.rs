@@ -1,0 +1,18 @@
+// Unknown `#[signal]` arguments are named, with the supported ones.
+#![allow(dead_code, unused_imports)]
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use turnwise::prelude::*;
+
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+struct Count {
+    n: u64,
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, Signal)]
+#[signal(name = "approval", version = "v2")]
+struct Approval {
+    approved: bool,
+}
+
+fn main() {}

@@ -1,0 +1,18 @@
+// An argument is given once.
+#![allow(dead_code, unused_imports)]
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use turnwise::prelude::*;
+
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+struct Count {
+    n: u64,
+}
+
+#[workflow(name = "counter", version = "v1", name = "other")]
+async fn counter(ctx: &mut Turn, state: Count, add: u64) -> Result<Done<Count, u64>, TurnError> {
+    let _ = ctx;
+    Ok(Done::new(state).reply(add))
+}
+
+fn main() {}

@@ -1,0 +1,25 @@
+// Keys are 1-128 of `A-Z a-z 0-9 _ - .`.
+#![allow(dead_code, unused_imports)]
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use turnwise::prelude::*;
+
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+struct Count {
+    n: u64,
+}
+
+#[step]
+async fn double(n: u64) -> Result<u64, TurnError> {
+    Ok(n * 2)
+}
+
+#[workflow]
+async fn counter(ctx: &mut Turn, state: Count, add: u64) -> Result<Done<Count, u64>, TurnError> {
+    let a = ctx.step("add one", move |_| async move { Ok(add) }).await?;
+    let b = double(ctx, a).key("").await?;
+    let _ = ctx.now("t/0").await?;
+    Ok(Done::new(state).reply(b))
+}
+
+fn main() {}

@@ -1,0 +1,18 @@
+// Each argument has its form: a string, a number in range, a list, a flag.
+#![allow(dead_code, unused_imports)]
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use turnwise::prelude::*;
+
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+struct Count {
+    n: u64,
+}
+
+#[workflow(name = counter, version, max_attempts = 0, signals = Count, allow_nondeterminism = true)]
+async fn counter(ctx: &mut Turn, state: Count, add: u64) -> Result<Done<Count, u64>, TurnError> {
+    let _ = ctx;
+    Ok(Done::new(state).reply(add))
+}
+
+fn main() {}

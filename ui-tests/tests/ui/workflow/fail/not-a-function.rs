@@ -1,0 +1,15 @@
+// `#[workflow]` goes on an `async fn`.
+#![allow(dead_code, unused_imports)]
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use turnwise::prelude::*;
+
+#[derive(Serialize, Deserialize, JsonSchema, Default)]
+struct Count {
+    n: u64,
+}
+
+#[workflow]
+struct Counter;
+
+fn main() {}
