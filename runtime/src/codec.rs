@@ -178,8 +178,19 @@ pub fn encode_verified_eq<C: Codec, T: Serialize + DeserializeOwned + PartialEq>
     what: &str,
     value: &T,
 ) -> Result<(Value, T), CodecError> {
+    encode_checked(codec, what, value, Some(<T as PartialEq>::eq))
+}
+
+/// Like [`encode_verified`], and also check the decoded value against the original with `eq`
+/// when one is given (a type's `PartialEq`).
+pub fn encode_checked<C: Codec, T: Serialize + DeserializeOwned>(
+    codec: &C,
+    what: &str,
+    value: &T,
+    eq: Option<fn(&T, &T) -> bool>,
+) -> Result<(Value, T), CodecError> {
     let (encoded, decoded) = encode_verified(codec, what, value)?;
-    if &decoded != value {
+    if eq.is_some_and(|eq| !eq(&decoded, value)) {
         return Err(CodecError::RoundTrip {
             what: what.to_owned(),
             path: "$".into(),

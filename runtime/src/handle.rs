@@ -30,7 +30,12 @@ pub trait WorkflowExt: Workflow {
     {
         let backend: Arc<dyn Backend> = Arc::new(backend.clone());
         let id = id.into();
-        let state = codec::encode_verified(&JsonCodec, "initial state", &self.initial_state());
+        let state = codec::encode_checked(
+            &JsonCodec,
+            "initial state",
+            &self.initial_state(),
+            Self::state_eq(),
+        );
         let options = self.options();
         async move {
             let (state, _) = state.map_err(codec_error)?;
@@ -104,8 +109,8 @@ impl<W: Workflow> Handle<W> {
         message: W::Message,
         message_id: impl Into<String>,
     ) -> Result<WorkflowTurn> {
-        let (message, _) =
-            codec::encode_verified(&JsonCodec, "message", &message).map_err(codec_error)?;
+        let (message, _) = codec::encode_checked(&JsonCodec, "message", &message, W::message_eq())
+            .map_err(codec_error)?;
         self.backend
             .send_message(MessageRequest {
                 workflow_id: self.id.clone(),

@@ -224,3 +224,37 @@ pub fn workflow_schema<const S: usize, const T: usize>(
         steps: steps.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
     }
 }
+
+/// Autoref specialization: `(&&EqProbe::<T>::NEW).eq_fn()` is `Some(T::eq)` when `T:
+/// PartialEq` and `None` otherwise. It only works where `T` is a concrete type, which is where
+/// `#[workflow]` uses it.
+pub struct EqProbe<T: ?Sized>(std::marker::PhantomData<fn(&T)>);
+
+impl<T: ?Sized> EqProbe<T> {
+    /// The probe.
+    pub const NEW: Self = EqProbe(std::marker::PhantomData);
+}
+
+/// Picked when `T: PartialEq`.
+pub trait ViaPartialEq<T> {
+    /// `Some(<T as PartialEq>::eq)`.
+    fn eq_fn(&self) -> Option<fn(&T, &T) -> bool>;
+}
+
+impl<T: PartialEq> ViaPartialEq<T> for &EqProbe<T> {
+    fn eq_fn(&self) -> Option<fn(&T, &T) -> bool> {
+        Some(<T as PartialEq>::eq)
+    }
+}
+
+/// Picked otherwise.
+pub trait NoPartialEq<T> {
+    /// `None`.
+    fn eq_fn(&self) -> Option<fn(&T, &T) -> bool>;
+}
+
+impl<T> NoPartialEq<T> for &&EqProbe<T> {
+    fn eq_fn(&self) -> Option<fn(&T, &T) -> bool> {
+        None
+    }
+}

@@ -69,11 +69,11 @@ impl<W: Workflow> Runnable for Registered<W> {
             let mut ctx = Turn::<W>::new(shared, task.turn.steps);
             let done = self.0.run(&mut ctx, state, message).await?;
             ctx.check_replayed()?;
-            let (state, _) =
-                codec::encode_verified(&JsonCodec, "state", &done.state).map_err(permanent)?;
+            let (state, _) = codec::encode_checked(&JsonCodec, "state", &done.state, W::state_eq())
+                .map_err(permanent)?;
             let result = match &done.reply {
                 Some(r) => {
-                    codec::encode_verified(&JsonCodec, "reply", r)
+                    codec::encode_checked(&JsonCodec, "reply", r, W::reply_eq())
                         .map_err(permanent)?
                         .0
                 }
@@ -81,7 +81,7 @@ impl<W: Workflow> Runnable for Registered<W> {
             };
             let next = match &done.next {
                 Some(m) => Some(
-                    codec::encode_verified(&JsonCodec, "continuation message", m)
+                    codec::encode_checked(&JsonCodec, "continuation message", m, W::message_eq())
                         .map_err(permanent)?
                         .0,
                 ),

@@ -117,6 +117,23 @@ pub trait Workflow: Send + Sync + Sized + 'static {
         None
     }
 
+    /// Equality of states, used to verify that a state survives its codec (the decoded value
+    /// must equal the original). `#[workflow]` fills it in when the state type is `PartialEq`;
+    /// by hand: `Some(<Self::State as PartialEq>::eq)`. `None` checks the encoded bytes only.
+    fn state_eq() -> Option<fn(&Self::State, &Self::State) -> bool> {
+        None
+    }
+
+    /// Equality of replies, for codec verification (see [`state_eq`](Self::state_eq)).
+    fn reply_eq() -> Option<fn(&Self::Reply, &Self::Reply) -> bool> {
+        None
+    }
+
+    /// Equality of messages, for codec verification (see [`state_eq`](Self::state_eq)).
+    fn message_eq() -> Option<fn(&Self::Message, &Self::Message) -> bool> {
+        None
+    }
+
     /// Run one turn: the handler, from the top, replaying saved steps.
     fn run(
         &self,

@@ -246,6 +246,24 @@ pub(crate) fn generate(
                     #p::Option::Some(#ident::schema(self))
                 }
 
+                fn state_eq() -> #p::Option<fn(&#state_ty, &#state_ty) -> bool> {
+                    #[allow(unused_imports)]
+                    use #p::{NoPartialEq as _, ViaPartialEq as _};
+                    (&&#p::EqProbe::<#state_ty>::NEW).eq_fn()
+                }
+
+                fn reply_eq() -> #p::Option<fn(&#reply_ty, &#reply_ty) -> bool> {
+                    #[allow(unused_imports)]
+                    use #p::{NoPartialEq as _, ViaPartialEq as _};
+                    (&&#p::EqProbe::<#reply_ty>::NEW).eq_fn()
+                }
+
+                fn message_eq() -> #p::Option<fn(&#message_ty, &#message_ty) -> bool> {
+                    #[allow(unused_imports)]
+                    use #p::{NoPartialEq as _, ViaPartialEq as _};
+                    (&&#p::EqProbe::<#message_ty>::NEW).eq_fn()
+                }
+
                 #run_head {
                     #(#rest)*
                     #[allow(clippy::needless_pass_by_value, clippy::unused_async)]

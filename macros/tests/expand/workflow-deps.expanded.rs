@@ -27,6 +27,33 @@ const _: () = {
         > {
             crate::support::turnwise::__private::Option::Some(crawler::schema(self))
         }
+        fn state_eq() -> crate::support::turnwise::__private::Option<
+            fn(&Crawled, &Crawled) -> bool,
+        > {
+            #[allow(unused_imports)]
+            use crate::support::turnwise::__private::{
+                NoPartialEq as _, ViaPartialEq as _,
+            };
+            (&&crate::support::turnwise::__private::EqProbe::<Crawled>::NEW).eq_fn()
+        }
+        fn reply_eq() -> crate::support::turnwise::__private::Option<
+            fn(&Report, &Report) -> bool,
+        > {
+            #[allow(unused_imports)]
+            use crate::support::turnwise::__private::{
+                NoPartialEq as _, ViaPartialEq as _,
+            };
+            (&&crate::support::turnwise::__private::EqProbe::<Report>::NEW).eq_fn()
+        }
+        fn message_eq() -> crate::support::turnwise::__private::Option<
+            fn(&Crawl, &Crawl) -> bool,
+        > {
+            #[allow(unused_imports)]
+            use crate::support::turnwise::__private::{
+                NoPartialEq as _, ViaPartialEq as _,
+            };
+            (&&crate::support::turnwise::__private::EqProbe::<Crawl>::NEW).eq_fn()
+        }
         async fn run(
             &self,
             turn: &mut crate::support::turnwise::__private::Turn<Self>,
