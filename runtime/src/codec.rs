@@ -68,6 +68,9 @@ pub trait Codec: Send + Sync + 'static {
     fn decode<T: DeserializeOwned>(&self, value: &Value) -> Result<T, String>;
 }
 
+/// An equality function, used to check that a decoded value equals the original.
+pub type EqFn<T> = fn(&T, &T) -> bool;
+
 /// Canonical JSON through serde: sorted keys, no NaN or infinities.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JsonCodec;
@@ -187,7 +190,7 @@ pub fn encode_checked<C: Codec, T: Serialize + DeserializeOwned>(
     codec: &C,
     what: &str,
     value: &T,
-    eq: Option<fn(&T, &T) -> bool>,
+    eq: Option<EqFn<T>>,
 ) -> Result<(Value, T), CodecError> {
     let (encoded, decoded) = encode_verified(codec, what, value)?;
     if eq.is_some_and(|eq| !eq(&decoded, value)) {

@@ -12,6 +12,7 @@ pub use std::option::Option;
 pub use std::result::Result;
 pub use std::time::Duration;
 
+pub use crate::codec::EqFn;
 pub use crate::context::{BoxStepFn, BoxStepFuture, Resumable, Step, StepCtx, Turn};
 pub use crate::protocol::{Millis, OnExhausted, OperationKind};
 pub use crate::schema::WorkflowSchema;
@@ -238,11 +239,11 @@ impl<T: ?Sized> EqProbe<T> {
 /// Picked when `T: PartialEq`.
 pub trait ViaPartialEq<T> {
     /// `Some(<T as PartialEq>::eq)`.
-    fn eq_fn(&self) -> Option<fn(&T, &T) -> bool>;
+    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>>;
 }
 
 impl<T: PartialEq> ViaPartialEq<T> for &EqProbe<T> {
-    fn eq_fn(&self) -> Option<fn(&T, &T) -> bool> {
+    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>> {
         Some(<T as PartialEq>::eq)
     }
 }
@@ -250,11 +251,11 @@ impl<T: PartialEq> ViaPartialEq<T> for &EqProbe<T> {
 /// Picked otherwise.
 pub trait NoPartialEq<T> {
     /// `None`.
-    fn eq_fn(&self) -> Option<fn(&T, &T) -> bool>;
+    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>>;
 }
 
 impl<T> NoPartialEq<T> for &&EqProbe<T> {
-    fn eq_fn(&self) -> Option<fn(&T, &T) -> bool> {
+    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>> {
         None
     }
 }

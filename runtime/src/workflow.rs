@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::codec::CodecError;
+use crate::codec::{CodecError, EqFn};
 use crate::context::Turn;
 use crate::protocol::{Millis, OnExhausted};
 
@@ -120,17 +120,17 @@ pub trait Workflow: Send + Sync + Sized + 'static {
     /// Equality of states, used to verify that a state survives its codec (the decoded value
     /// must equal the original). `#[workflow]` fills it in when the state type is `PartialEq`;
     /// by hand: `Some(<Self::State as PartialEq>::eq)`. `None` checks the encoded bytes only.
-    fn state_eq() -> Option<fn(&Self::State, &Self::State) -> bool> {
+    fn state_eq() -> Option<EqFn<Self::State>> {
         None
     }
 
     /// Equality of replies, for codec verification (see [`state_eq`](Self::state_eq)).
-    fn reply_eq() -> Option<fn(&Self::Reply, &Self::Reply) -> bool> {
+    fn reply_eq() -> Option<EqFn<Self::Reply>> {
         None
     }
 
     /// Equality of messages, for codec verification (see [`state_eq`](Self::state_eq)).
-    fn message_eq() -> Option<fn(&Self::Message, &Self::Message) -> bool> {
+    fn message_eq() -> Option<EqFn<Self::Message>> {
         None
     }
 

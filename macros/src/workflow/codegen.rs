@@ -246,19 +246,19 @@ pub(crate) fn generate(
                     #p::Option::Some(#ident::schema(self))
                 }
 
-                fn state_eq() -> #p::Option<fn(&#state_ty, &#state_ty) -> bool> {
+                fn state_eq() -> #p::Option<#p::EqFn<#state_ty>> {
                     #[allow(unused_imports)]
                     use #p::{NoPartialEq as _, ViaPartialEq as _};
                     (&&#p::EqProbe::<#state_ty>::NEW).eq_fn()
                 }
 
-                fn reply_eq() -> #p::Option<fn(&#reply_ty, &#reply_ty) -> bool> {
+                fn reply_eq() -> #p::Option<#p::EqFn<#reply_ty>> {
                     #[allow(unused_imports)]
                     use #p::{NoPartialEq as _, ViaPartialEq as _};
                     (&&#p::EqProbe::<#reply_ty>::NEW).eq_fn()
                 }
 
-                fn message_eq() -> #p::Option<fn(&#message_ty, &#message_ty) -> bool> {
+                fn message_eq() -> #p::Option<#p::EqFn<#message_ty>> {
                     #[allow(unused_imports)]
                     use #p::{NoPartialEq as _, ViaPartialEq as _};
                     (&&#p::EqProbe::<#message_ty>::NEW).eq_fn()

@@ -28,7 +28,7 @@ const _: () = {
             crate::support::turnwise::__private::Option::Some(crawler::schema(self))
         }
         fn state_eq() -> crate::support::turnwise::__private::Option<
-            fn(&Crawled, &Crawled) -> bool,
+            crate::support::turnwise::__private::EqFn<Crawled>,
         > {
             #[allow(unused_imports)]
             use crate::support::turnwise::__private::{
@@ -37,7 +37,7 @@ const _: () = {
             (&&crate::support::turnwise::__private::EqProbe::<Crawled>::NEW).eq_fn()
         }
         fn reply_eq() -> crate::support::turnwise::__private::Option<
-            fn(&Report, &Report) -> bool,
+            crate::support::turnwise::__private::EqFn<Report>,
         > {
             #[allow(unused_imports)]
             use crate::support::turnwise::__private::{
@@ -46,7 +46,7 @@ const _: () = {
             (&&crate::support::turnwise::__private::EqProbe::<Report>::NEW).eq_fn()
         }
         fn message_eq() -> crate::support::turnwise::__private::Option<
-            fn(&Crawl, &Crawl) -> bool,
+            crate::support::turnwise::__private::EqFn<Crawl>,
         > {
             #[allow(unused_imports)]
             use crate::support::turnwise::__private::{

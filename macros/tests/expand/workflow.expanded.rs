@@ -36,17 +36,23 @@ const _: () = {
         ) -> ::turnwise::__private::Option<::turnwise::__private::WorkflowSchema> {
             ::turnwise::__private::Option::Some(counter::schema(self))
         }
-        fn state_eq() -> ::turnwise::__private::Option<fn(&Count, &Count) -> bool> {
+        fn state_eq() -> ::turnwise::__private::Option<
+            ::turnwise::__private::EqFn<Count>,
+        > {
             #[allow(unused_imports)]
             use ::turnwise::__private::{NoPartialEq as _, ViaPartialEq as _};
             (&&::turnwise::__private::EqProbe::<Count>::NEW).eq_fn()
         }
-        fn reply_eq() -> ::turnwise::__private::Option<fn(&u64, &u64) -> bool> {
+        fn reply_eq() -> ::turnwise::__private::Option<
+            ::turnwise::__private::EqFn<u64>,
+        > {
             #[allow(unused_imports)]
             use ::turnwise::__private::{NoPartialEq as _, ViaPartialEq as _};
             (&&::turnwise::__private::EqProbe::<u64>::NEW).eq_fn()
         }
-        fn message_eq() -> ::turnwise::__private::Option<fn(&u64, &u64) -> bool> {
+        fn message_eq() -> ::turnwise::__private::Option<
+            ::turnwise::__private::EqFn<u64>,
+        > {
             #[allow(unused_imports)]
             use ::turnwise::__private::{NoPartialEq as _, ViaPartialEq as _};
             (&&::turnwise::__private::EqProbe::<u64>::NEW).eq_fn()
