@@ -29,7 +29,9 @@ async fn ledger(_ctx: &mut Turn, state: Ledger, add: u64) -> Result<Done<Ledger,
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 struct Tally {
     total: u64,
+    /// Never saved, and never compared.
     #[serde(skip)]
+    #[allow(dead_code)]
     scratch: u64,
 }
 
