@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::protocol::*;
+use crate::schema::WorkflowSchema;
 
 /// The message-workflow protocol.
 ///
@@ -59,6 +60,16 @@ pub trait Backend: Send + Sync {
     async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn>;
     /// Extend the lease.
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn>;
+
+    /// Tell the backend a workflow's JSON Schemas, so it can validate messages and signals of
+    /// that workflow type and version at admission. Workers call it for every workflow they
+    /// register when they start. The embedded engine does not validate and ignores it (the
+    /// typed handles already encode values from their Rust types); a server keeps the schemas
+    /// and refuses non-conforming messages and signals with `400 schema_validation_failed`.
+    async fn register_schema(&self, schema: &WorkflowSchema) -> Result<()> {
+        let _ = schema;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -119,5 +130,8 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
         (**self).heartbeat(lease).await
+    }
+    async fn register_schema(&self, schema: &WorkflowSchema) -> Result<()> {
+        (**self).register_schema(schema).await
     }
 }

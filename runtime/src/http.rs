@@ -72,6 +72,7 @@ const UNKNOWN_LEASE_BEAT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The lease map is emptied when it reaches this many entries (see [`Http::heartbeat`]).
 const LEASE_MAP_CAP: usize = 4096;
 
+const P_SCHEMAS: &str = "/v1/workflows/schemas";
 const P_INSTANCES: &str = "/v1/workflows/instances";
 const P_MESSAGE: &str = "/v1/workflows/instances/message";
 const P_GET: &str = "/v1/workflows/instances/get";
@@ -1035,6 +1036,21 @@ impl Backend for Http {
             .await;
         self.settle(&lease, &r);
         Ok(lenient_turn(r?, &lease, TurnStatus::Running))
+    }
+
+    /// `POST /v1/workflows/schemas`, retried: registering the same document again is harmless.
+    async fn register_schema(&self, schema: &crate::schema::WorkflowSchema) -> Result<()> {
+        let body = serde_json::json!({
+            "workflow_type": schema.name,
+            "version": schema.version,
+            "message": schema.message,
+            "state": schema.state,
+            "reply": schema.reply,
+            "signals": schema.signals,
+        });
+        self.post(P_SCHEMAS, &body, Retry::Yes, None)
+            .await
+            .map(drop)
     }
 }
 

@@ -38,6 +38,7 @@ pub(crate) struct Finished {
 /// A registered workflow with its types erased.
 pub(crate) trait Runnable: Send + Sync {
     fn workflow_ref(&self) -> WorkflowRef;
+    fn schema(&self) -> Option<crate::schema::WorkflowSchema>;
     fn run(
         &self,
         shared: Arc<TurnShared>,
@@ -54,6 +55,10 @@ fn permanent(e: impl std::fmt::Display) -> TurnError {
 impl<W: Workflow> Runnable for Registered<W> {
     fn workflow_ref(&self) -> WorkflowRef {
         WorkflowRef::new(W::NAME, W::VERSION)
+    }
+
+    fn schema(&self) -> Option<crate::schema::WorkflowSchema> {
+        self.0.schema()
     }
 
     fn run(
@@ -318,7 +323,23 @@ impl Worker {
         RunningWorker { stop, task }
     }
 
+    /// Register every workflow's schemas with the backend (a server validates admissions with
+    /// them). Called when the worker starts serving; a refusal is reported, not fatal.
+    pub async fn register_schemas(&self) -> Result<usize, Error> {
+        let mut n = 0;
+        for r in self.registry.by_ref.values() {
+            if let Some(schema) = r.schema() {
+                self.backend.register_schema(&schema).await?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     async fn serve(self: Arc<Self>, stop: Arc<watch::Sender<Stop>>) -> Result<(), Error> {
+        if let Err(e) = self.register_schemas().await {
+            tracing::warn!(error = %e, "registering workflow schemas failed; admissions go unvalidated");
+        }
         let mut slots = JoinSet::new();
         for slot in 0..self.options.concurrency {
             slots.spawn(self.clone().slot(slot, stop.subscribe()));

@@ -1,0 +1,114 @@
+//! A Rust worker registers its workflows' schemas (made by `#[workflow]`) with the server when it
+//! starts; the server then refuses messages and signals that do not match, naming the path, and
+//! writes nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use turnwise::http::Http;
+use turnwise::prelude::*;
+use turnwise::protocol::{InboxQuery, MessageRequest};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+struct Count {
+    count: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+struct Add {
+    add: u64,
+}
+
+#[workflow(name = "counter", version = "v1")]
+async fn counter(ctx: &mut Turn, state: Count, msg: Add) -> Result<Done<Count, u64>, TurnError> {
+    let add = ctx.step("add", move |_| async move { Ok(msg.add) }).await?;
+    let total = state.count + add;
+    Ok(Done::new(Count { count: total }).reply(total))
+}
+
+#[tokio::test]
+async fn a_worker_registers_schemas_and_the_server_validates_with_them() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let http = Http::connect(server.api.base.clone(), None).unwrap();
+
+    let handle = counter.start(&http, "counter-1").await.unwrap();
+    // Before any worker registered: unvalidated, as for an unknown type.
+    let early = http
+        .send_message(MessageRequest {
+            workflow_id: "counter-1".into(),
+            id: "early".into(),
+            message: json!({"add": "not a number"}),
+            origin: None,
+        })
+        .await;
+    assert!(early.is_ok(), "no schema yet, so no validation: {early:?}");
+
+    let worker = Worker::new(http.clone()).register(counter);
+    assert_eq!(worker.register_schemas().await.unwrap(), 1);
+
+    let refused = http
+        .send_message(MessageRequest {
+            workflow_id: "counter-1".into(),
+            id: "bad".into(),
+            message: json!({"add": "two"}),
+            origin: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (refused.status(), refused.code()),
+        (400, "schema_validation_failed"),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("add"),
+        "the error names the path: {refused}"
+    );
+    let inbox = http
+        .instance_inbox(InboxQuery {
+            id: "counter-1".into(),
+            after: None,
+            limit: None,
+            payloads: false,
+        })
+        .await
+        .unwrap();
+    assert!(
+        inbox.messages.iter().all(|m| m.message_id != "bad"),
+        "nothing was written"
+    );
+
+    // A conforming message goes through, and a worker started with `run_async` (which
+    // registers by itself) runs it.
+    handle.cancel_turn(1).await.unwrap();
+    handle.send(Add { add: 2 }, "good").await.unwrap();
+    let running = Worker::new(http.clone())
+        .register(counter)
+        .claim_wait(Duration::from_millis(100))
+        .run_async();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while handle.state().await.unwrap().count != 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn did not complete"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.stop().await.unwrap();
+
+    let served = server
+        .api
+        .scoped("")
+        .get("/v1/workflows/schemas?workflow_type=counter&version=v1")
+        .await
+        .ok();
+    assert_eq!(
+        served["message"]["properties"]["add"]["type"],
+        json!("integer"),
+        "{served}"
+    );
+}
