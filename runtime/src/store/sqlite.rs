@@ -471,6 +471,9 @@ fn open_reader(path: &Path) -> Result<Connection, StoreError> {
 // ---------------------------------------------------------------------------------------------
 // The instance cache
 
+/// How long the writer polls for the next request before it sleeps.
+const WRITER_SPIN: Duration = Duration::from_micros(200);
+
 /// The most turns retention deletes in one commit.
 const PRUNE_BATCH: i64 = 256;
 
@@ -614,8 +617,38 @@ impl CacheInner {
 
 struct Request {
     write: WriteSet,
+    /// The instance's and turns' JSON, encoded on the caller's thread so the single writer
+    /// thread spends its time on SQLite only.
+    bodies: Bodies,
     reply: oneshot::Sender<Result<(), CommitError>>,
 }
+
+/// Pre-encoded bodies of a write set: the instance (absent for a delete) and each turn.
+struct Bodies {
+    instance: Option<String>,
+    turns: Vec<String>,
+}
+
+impl Bodies {
+    fn of(write: &WriteSet) -> Result<Self, StoreError> {
+        Ok(Self {
+            instance: write
+                .instance
+                .as_ref()
+                .map(|i| encode(i, "an instance"))
+                .transpose()?,
+            turns: write
+                .turns
+                .iter()
+                .map(|t| encode(t, "a turn"))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// What an applied write set leaves: the stored instance (`None` when deleted) and the turns
+/// written, moved on to the cache rather than cloned.
+type Applied = Option<(InstanceRecord, Vec<TurnRecord>)>;
 
 struct Writer {
     conn: Connection,
@@ -632,12 +665,12 @@ struct Writer {
 
 /// What one write set did, before the batch's `COMMIT`: the instance as stored (`None` when
 /// deleted), or why nothing was applied.
-type Outcome = Result<Option<InstanceRecord>, CommitError>;
+type Outcome = Result<Applied, CommitError>;
 
 impl Writer {
     fn run(mut self) {
         // Ends when every sender is gone (the last handle was dropped).
-        while let Ok(first) = self.rx.recv() {
+        while let Some(first) = self.next_request() {
             let mut batch = vec![first];
             while batch.len() < self.max_batch {
                 match self.rx.try_recv() {
@@ -650,6 +683,24 @@ impl Writer {
         // Closing the connection checkpoints the WAL: do it at the configured level.
         if let Err(e) = self.set_level(self.configured) {
             tracing::warn!("turnwise sqlite store: before closing: {e}");
+        }
+    }
+
+    /// The next request: after a batch, poll briefly before sleeping. A worker's next call
+    /// usually follows its previous answer within tens of microseconds, and waking a sleeping
+    /// thread costs about as much again, on every call; a short spin saves that at the price
+    /// of a little CPU right after each batch. `None` when every handle is gone.
+    fn next_request(&self) -> Option<Request> {
+        let spin_until = std::time::Instant::now() + WRITER_SPIN;
+        loop {
+            match self.rx.try_recv() {
+                Ok(r) => return Some(r),
+                Err(mpsc::TryRecvError::Disconnected) => return None,
+                Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < spin_until => {
+                    std::thread::yield_now();
+                }
+                Err(mpsc::TryRecvError::Empty) => return self.rx.recv().ok(),
+            }
         }
     }
 
@@ -698,27 +749,29 @@ impl Writer {
     }
 
     fn run_batch(&mut self, batch: Vec<Request>) {
-        let (writes, replies): (Vec<WriteSet>, Vec<_>) =
-            batch.into_iter().map(|r| (r.write, r.reply)).unzip();
+        let mut writes = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        for r in batch {
+            writes.push((r.write, r.bodies));
+            replies.push(r.reply);
+        }
         let keys: Vec<Key> = writes
             .iter()
-            .map(|w| (w.ns.clone(), w.id.clone()))
+            .map(|(w, _)| (w.ns.clone(), w.id.clone()))
             .collect();
-        let written: Vec<Vec<TurnRecord>> = if self.cache.half > 0 {
-            writes.iter().map(|w| w.turns.clone()).collect()
-        } else {
-            vec![Vec::new(); writes.len()]
-        };
-        let relaxed = writes.iter().all(|w| w.durability == Durability::Relaxed);
+        let relaxed = writes
+            .iter()
+            .all(|(w, _)| w.durability == Durability::Relaxed);
         let count = writes.len();
         match self.transact(writes, relaxed) {
             Ok(outcomes) => {
                 let mut changes = Vec::with_capacity(outcomes.len());
                 let mut answers = Vec::with_capacity(outcomes.len());
-                for ((key, outcome), turns) in keys.into_iter().zip(outcomes).zip(written) {
+                let keep = self.cache.half > 0;
+                for (key, outcome) in keys.into_iter().zip(outcomes) {
                     match outcome {
-                        Ok(record) => {
-                            changes.push((key, record.map(|r| (r, turns))));
+                        Ok(applied) => {
+                            changes.push((key, applied.filter(|_| keep)));
                             answers.push(Ok(()));
                         }
                         Err(e) => {
@@ -756,7 +809,7 @@ impl Writer {
     /// Apply the batch in one transaction. `Err` means nothing of it was written.
     fn transact(
         &mut self,
-        writes: Vec<WriteSet>,
+        writes: Vec<(WriteSet, Bodies)>,
         relaxed: bool,
     ) -> Result<Vec<Outcome>, StoreError> {
         self.set_level(if relaxed {
@@ -778,12 +831,12 @@ impl Writer {
         result
     }
 
-    fn apply_all(&mut self, writes: Vec<WriteSet>) -> Result<Vec<Outcome>, StoreError> {
+    fn apply_all(&mut self, writes: Vec<(WriteSet, Bodies)>) -> Result<Vec<Outcome>, StoreError> {
         let conn = &self.conn;
         let mut outcomes = Vec::with_capacity(writes.len());
-        for write in writes {
+        for (write, bodies) in writes {
             exec(conn, "SAVEPOINT write_set").map_err(db("open a savepoint"))?;
-            let outcome = match apply(conn, write) {
+            let outcome = match apply(conn, write, bodies) {
                 Ok(record) => {
                     exec(conn, "RELEASE write_set").map_err(db("release a savepoint"))?;
                     Ok(record)
@@ -815,183 +868,240 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute([])
 }
 
-/// Apply one write set inside the batch's transaction (and its own savepoint). Returns the
-/// instance as stored, `None` when deleted.
-fn apply(conn: &Connection, mut write: WriteSet) -> Result<Option<InstanceRecord>, CommitError> {
-    let (ns, id) = (write.ns.as_str(), write.id.as_str());
-    let stored: Option<(i64, i64)> = conn
-        .prepare_cached(
-            "SELECT revision, history_pruned_through FROM instances WHERE ns = ?1 AND id = ?2",
-        )
-        .and_then(|mut s| {
-            s.query_row(params![ns, id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
-        })
-        .map_err(db(format_args!("read the revision of `{id}`")))?;
-    let current = stored.map(|(rev, _)| uint(rev, "revision")).transpose()?;
-    check_revision(current, &write)?;
-
-    let Some(mut instance) = write.instance.take() else {
-        conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2")
-            .and_then(|mut s| s.execute(params![ns, id]))
-            .map_err(db(format_args!("delete the turns of `{id}`")))?;
-        conn.prepare_cached("DELETE FROM instances WHERE ns = ?1 AND id = ?2")
-            .and_then(|mut s| s.execute(params![ns, id]))
-            .map_err(db(format_args!("delete `{id}`")))?;
-        return Ok(None);
+/// Apply one write set inside the batch's transaction (and its own savepoint).
+///
+/// The fast path is one statement per row: the instance's `UPDATE` is conditional on the
+/// expected revision (zero rows changed means another commit came first), and each turn's
+/// upsert refuses to touch a finished turn or to change a message id (zero rows changed sends
+/// it to the detailed checks, which accept an identical finished turn and name what is wrong
+/// otherwise). A message id owned by another turn trips the unique index.
+fn apply(conn: &Connection, mut write: WriteSet, bodies: Bodies) -> Result<Applied, CommitError> {
+    let (ns, id) = (write.ns.clone(), write.id.clone());
+    let (ns, id) = (ns.as_str(), id.as_str());
+    let (Some(mut instance), Some(body)) = (write.instance.take(), bodies.instance) else {
+        return delete(conn, &write).map(|()| None);
     };
+    let want = write.expected_revision.map_or(1, |r| r + 1);
+    if instance.revision != want || instance.id != write.id || instance.ns != write.ns {
+        return Err(StoreError(format!(
+            "write set for `{id}` carries revision {} (expected {want}) or another id",
+            instance.revision
+        ))
+        .into());
+    }
+    let revision = int(instance.revision, "revision")?;
+    let pending = clamp_usize(instance.pending.len());
+    // The store owns `history_pruned_through`: the caller's value is replaced by the stored one
+    // (read back by the same statement), and the body re-encoded in the rare case they differ.
+    let stored_pruned: u64 = match write.expected_revision {
+        Some(expected) => {
+            let expected = int(expected, "revision")?;
+            let returned: Option<i64> = conn
+                .prepare_cached(
+                    "UPDATE instances SET workflow_type = ?3, version = ?4, revision = ?5, \
+                        pending_count = ?6, due_at_ms = ?7, body = ?8 \
+                     WHERE ns = ?1 AND id = ?2 AND revision = ?9 \
+                     RETURNING history_pruned_through",
+                )
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![
+                            ns,
+                            id,
+                            instance.workflow_type,
+                            instance.version,
+                            revision,
+                            pending,
+                            instance.due_at_ms,
+                            body,
+                            expected
+                        ],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                })
+                .map_err(db(format_args!("write `{id}`")))?;
+            let Some(p) = returned else {
+                return Err(CommitError::Conflict);
+            };
+            uint(p, "history_pruned_through")?
+        }
+        None => {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO instances \
+                        (ns, id, workflow_type, version, revision, pending_count, due_at_ms, \
+                         history_pruned_through, body) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        ns,
+                        id,
+                        instance.workflow_type,
+                        instance.version,
+                        revision,
+                        pending,
+                        instance.due_at_ms,
+                        body
+                    ])
+                });
+            match inserted {
+                Ok(_) => 0,
+                Err(e) if is_constraint(&e) => return Err(CommitError::Conflict),
+                Err(e) => return Err(db(format_args!("create `{id}`"))(e).into()),
+            }
+        }
+    };
+    let mut rewrite = instance.history_pruned_through != stored_pruned;
+    instance.history_pruned_through = stored_pruned;
 
-    // Validate every turn against what is stored before writing any (as the memory store);
-    // `None` marks an identical finished turn, which needs no write.
-    let mut numbers = Vec::with_capacity(write.turns.len());
-    for t in &write.turns {
+    for (t, body) in write.turns.iter().zip(&bodies.turns) {
         let number = int(t.number, "turn number")?;
-        let old: Option<(String, bool)> = conn
+        let written = conn
             .prepare_cached(
-                "SELECT message_id, finished FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
+                "INSERT INTO turns (ns, id, number, message_id, finished, finished_at_ms, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+                 ON CONFLICT (ns, id, number) DO UPDATE SET \
+                    finished = excluded.finished, finished_at_ms = excluded.finished_at_ms, \
+                    body = excluded.body \
+                 WHERE turns.finished = 0 AND turns.message_id = excluded.message_id",
             )
             .and_then(|mut s| {
-                s.query_row(params![ns, id, number], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()
-            })
-            .map_err(db(format_args!("read turn {} of `{id}`", t.number)))?;
-        let mut write_it = true;
-        if let Some((message_id, finished)) = old {
-            if finished {
-                let same = load_turn_row(
-                    conn,
-                    "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
-                    params![ns, id, number],
-                )?
-                .is_some_and(|old| old == *t);
-                if !same {
-                    return Err(StoreError(format!(
-                        "turn {} of `{id}` is in history and cannot be rewritten",
-                        t.number
-                    ))
-                    .into());
-                }
-                write_it = false;
+                s.execute(params![
+                    ns,
+                    id,
+                    number,
+                    t.message_id,
+                    t.is_finished(),
+                    t.finished_at_ms,
+                    body
+                ])
+            });
+        match written {
+            Ok(1) => {}
+            Ok(_) => refused_turn(conn, ns, id, t)?,
+            Err(e) if is_constraint(&e) => {
+                return Err(StoreError(format!(
+                    "message id `{}` is already another turn of `{id}`",
+                    t.message_id
+                ))
+                .into())
             }
-            if message_id != t.message_id {
-                return Err(StoreError(format!("turn {} changed its message id", t.number)).into());
-            }
+            Err(e) => return Err(db(format_args!("write turn {} of `{id}`", t.number))(e).into()),
         }
-        let owner: Option<i64> = conn
-            .prepare_cached(
-                "SELECT number FROM turns WHERE ns = ?1 AND id = ?2 AND message_id = ?3",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![ns, id, t.message_id], |r| r.get(0))
-                    .optional()
-            })
-            .map_err(db(format_args!("look up message `{}`", t.message_id)))?;
-        if let Some(n) = owner.filter(|n| *n != number) {
-            return Err(StoreError(format!(
-                "message id `{}` is already turn {n} of `{id}`",
-                t.message_id
-            ))
-            .into());
-        }
-        numbers.push(write_it.then_some(number));
     }
 
-    for (t, number) in write.turns.iter().zip(numbers) {
-        let Some(number) = number else { continue };
-        let body = encode(t, "a turn")?;
+    if let Some(r) = write.retention {
+        let pruned_through = prune(conn, ns, id, r)?;
+        if pruned_through > instance.history_pruned_through {
+            instance.history_pruned_through = pruned_through;
+            rewrite = true;
+        }
+    }
+    if rewrite {
+        // Rare: the mark moved (retention) or the caller's copy was off.
+        let body = encode(&instance, "an instance")?;
         conn.prepare_cached(
-            "INSERT INTO turns (ns, id, number, message_id, finished, finished_at_ms, body) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
-             ON CONFLICT (ns, id, number) DO UPDATE SET \
-                message_id = excluded.message_id, finished = excluded.finished, \
-                finished_at_ms = excluded.finished_at_ms, body = excluded.body",
+            "UPDATE instances SET history_pruned_through = ?3, body = ?4 WHERE ns = ?1 AND id = ?2",
         )
         .and_then(|mut s| {
             s.execute(params![
                 ns,
                 id,
-                number,
-                t.message_id,
-                t.is_finished(),
-                t.finished_at_ms,
+                clamp_u64(instance.history_pruned_through),
                 body
             ])
         })
-        .map_err(db(format_args!("write turn {} of `{id}`", t.number)))?;
+        .map_err(db(format_args!("write `{id}`")))?;
     }
+    Ok(Some((instance, write.turns)))
+}
 
-    // The store owns `history_pruned_through`: keep the stored value, raise it by retention.
-    let mut pruned_through = stored.map_or(Ok(0), |(_, p)| uint(p, "history_pruned_through"))?;
-    if let Some(r) = write.retention {
-        // The newest `keep_turns` finished turns stay whatever their age: find the newest
-        // turn number past them (an index walk of `keep_turns` entries).
-        let cutoff: Option<i64> = conn
-            .prepare_cached(
-                "SELECT number FROM turns WHERE ns = ?1 AND id = ?2 AND finished = 1 \
-                 ORDER BY number DESC LIMIT 1 OFFSET ?3",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![ns, id, clamp_u64(r.keep_turns)], |row| row.get(0))
-                    .optional()
-            })
-            .map_err(db(format_args!("find the retention cutoff of `{id}`")))?;
-        // Old turns come straight from the `turns_by_age` index, so only turns past the age
-        // limit are touched, never the whole history; those among the newest are skipped.
-        // At most PRUNE_BATCH per commit; the rest goes with the next one.
-        let mut doomed: Vec<i64> = Vec::new();
-        if let Some(cutoff) = cutoff {
-            doomed = conn
-                .prepare_cached(
-                    "SELECT number FROM turns INDEXED BY turns_by_age \
-                     WHERE ns = ?1 AND id = ?2 AND finished = 1 AND finished_at_ms < ?3 \
-                     AND number <= ?4 LIMIT ?5",
-                )
-                .and_then(|mut s| {
-                    s.query_map(
-                        params![ns, id, r.keep_since_ms, cutoff, PRUNE_BATCH],
-                        |row| row.get(0),
-                    )?
-                    .collect()
-                })
-                .map_err(db(format_args!("find turns of `{id}` to prune")))?;
+fn is_constraint(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
+}
+
+/// Delete an instance with its turns, if its revision is the expected one.
+fn delete(conn: &Connection, write: &WriteSet) -> Result<(), CommitError> {
+    let (ns, id) = (write.ns.as_str(), write.id.as_str());
+    let stored: Option<i64> = conn
+        .prepare_cached("SELECT revision FROM instances WHERE ns = ?1 AND id = ?2")
+        .and_then(|mut s| s.query_row(params![ns, id], |r| r.get(0)).optional())
+        .map_err(db(format_args!("read the revision of `{id}`")))?;
+    let current = stored.map(|rev| uint(rev, "revision")).transpose()?;
+    check_revision(current, write)?;
+    conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2")
+        .and_then(|mut s| s.execute(params![ns, id]))
+        .map_err(db(format_args!("delete the turns of `{id}`")))?;
+    conn.prepare_cached("DELETE FROM instances WHERE ns = ?1 AND id = ?2")
+        .and_then(|mut s| s.execute(params![ns, id]))
+        .map_err(db(format_args!("delete `{id}`")))?;
+    Ok(())
+}
+
+/// A turn upsert changed nothing: the stored turn is finished or has another message id.
+/// An identical finished turn is fine (nothing to write); anything else is refused by name.
+fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result<(), CommitError> {
+    let number = int(t.number, "turn number")?;
+    let old = load_turn_row(
+        conn,
+        "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
+        params![ns, id, number],
+    )?;
+    match old {
+        Some(old) if old.message_id != t.message_id => {
+            Err(StoreError(format!("turn {} changed its message id", t.number)).into())
         }
-        for n in doomed {
-            conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
-                .and_then(|mut s| s.execute(params![ns, id, n]))
-                .map_err(db(format_args!("prune turn {n} of `{id}`")))?;
-            pruned_through = pruned_through.max(uint(n, "turn number")?);
-        }
+        Some(old) if old == *t => Ok(()),
+        _ => Err(StoreError(format!(
+            "turn {} of `{id}` is in history and cannot be rewritten",
+            t.number
+        ))
+        .into()),
     }
-    instance.history_pruned_through = pruned_through;
+}
 
-    let revision = int(instance.revision, "revision")?;
-    let body = encode(&instance, "an instance")?;
-    conn.prepare_cached(
-        "INSERT INTO instances \
-            (ns, id, workflow_type, version, revision, pending_count, due_at_ms, \
-             history_pruned_through, body) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-         ON CONFLICT (ns, id) DO UPDATE SET \
-            workflow_type = excluded.workflow_type, version = excluded.version, \
-            revision = excluded.revision, pending_count = excluded.pending_count, \
-            due_at_ms = excluded.due_at_ms, \
-            history_pruned_through = excluded.history_pruned_through, body = excluded.body",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            ns,
-            id,
-            instance.workflow_type,
-            instance.version,
-            revision,
-            clamp_usize(instance.pending.len()),
-            instance.due_at_ms,
-            clamp_u64(pruned_through),
-            body
-        ])
-    })
-    .map_err(db(format_args!("write `{id}`")))?;
-    Ok(Some(instance))
+/// Apply retention; answer the newest turn number it deleted (0 when none).
+fn prune(conn: &Connection, ns: &str, id: &str, r: Retention) -> Result<u64, StoreError> {
+    // The newest `keep_turns` finished turns stay whatever their age: find the newest
+    // turn number past them (an index walk of `keep_turns` entries).
+    let cutoff: Option<i64> = conn
+        .prepare_cached(
+            "SELECT number FROM turns WHERE ns = ?1 AND id = ?2 AND finished = 1 \
+             ORDER BY number DESC LIMIT 1 OFFSET ?3",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![ns, id, clamp_u64(r.keep_turns)], |row| row.get(0))
+                .optional()
+        })
+        .map_err(db(format_args!("find the retention cutoff of `{id}`")))?;
+    let Some(cutoff) = cutoff else { return Ok(0) };
+    // Old turns come straight from the `turns_by_age` index, so only turns past the age
+    // limit are touched, never the whole history; those among the newest are skipped.
+    // At most PRUNE_BATCH per commit; the rest goes with the next one.
+    let doomed: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT number FROM turns INDEXED BY turns_by_age \
+             WHERE ns = ?1 AND id = ?2 AND finished = 1 AND finished_at_ms < ?3 \
+             AND number <= ?4 LIMIT ?5",
+        )
+        .and_then(|mut s| {
+            s.query_map(
+                params![ns, id, r.keep_since_ms, cutoff, PRUNE_BATCH],
+                |row| row.get(0),
+            )?
+            .collect()
+        })
+        .map_err(db(format_args!("find turns of `{id}` to prune")))?;
+    let mut through = 0;
+    for n in doomed {
+        conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
+            .and_then(|mut s| s.execute(params![ns, id, n]))
+            .map_err(db(format_args!("prune turn {n} of `{id}`")))?;
+        through = through.max(uint(n, "turn number")?);
+    }
+    Ok(through)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1284,9 +1394,16 @@ impl Store for SqliteStore {
     }
 
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
+        let bodies = Bodies::of(&write)?;
         let (reply, answer) = oneshot::channel();
         let sent = match &self.shared.tx {
-            Some(tx) => tx.send(Request { write, reply }).is_ok(),
+            Some(tx) => tx
+                .send(Request {
+                    write,
+                    bodies,
+                    reply,
+                })
+                .is_ok(),
             None => false,
         };
         let stopped = || StoreError("sqlite: the writer thread has stopped".into());
