@@ -45,6 +45,14 @@ fn next_position(workflow_id: &str, turn: &TurnRecord, position: u32, key: &str)
     Ok(())
 }
 
+/// What a turn route decided, given the instance and turn as they stand.
+enum Decision {
+    /// Answer with the turn as it is; nothing to write (an exact repeat).
+    Answer,
+    /// Commit the changed turn, with these further turns (a continuation), at this durability.
+    Write(Durability, Vec<TurnRecord>),
+}
+
 impl Engine {
     /// Read the instance and turn a lease names.
     async fn leased(&self, lease: &Lease) -> Result<(InstanceRecord, TurnRecord)> {
@@ -54,23 +62,41 @@ impl Engine {
         Ok((inst, turn))
     }
 
-    /// Commit a write to a running (head) turn, refreshing the instance's due time.
-    async fn commit_turn(
+    /// The loop every turn route shares: read the instance and the turn, let `decide` check
+    /// the request and change them, and commit guarded by the revision, deciding again from
+    /// fresh reads when another write came first. The answer is the turn as decided.
+    async fn on_turn(
         &self,
-        inst: &mut InstanceRecord,
-        turn: TurnRecord,
-        durability: Durability,
-    ) -> Result<Option<WorkflowTurn>> {
-        let now = self.now();
-        if inst.pending.first() == Some(&turn.number) {
-            inst.due_at_ms = rules::due_at(inst, Some(&turn), now);
+        lease: &Lease,
+        mut decide: impl FnMut(&mut InstanceRecord, &mut TurnRecord, Millis) -> Result<Decision>,
+    ) -> Result<WorkflowTurn> {
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&lease.workflow_id)?;
+            let (mut inst, mut turn) = self.leased(lease).await?;
+            let now = self.now();
+            let read_rev = inst.revision;
+            let (durability, extra) = match decide(&mut inst, &mut turn, now)? {
+                Decision::Answer => return Ok(rules::turn_view(&inst, &turn)),
+                Decision::Write(durability, extra) => (durability, extra),
+            };
+            if turn.is_finished() {
+                // The head moved to history; the next one is not loaded here: look now.
+                inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
+            } else if inst.pending.first() == Some(&turn.number) {
+                inst.due_at_ms = rules::due_at(&inst, Some(&turn), now);
+            }
+            let view = rules::turn_view(&inst, &turn);
+            let mut turns = Vec::with_capacity(1 + extra.len());
+            turns.push(turn);
+            turns.extend(extra);
+            if self
+                .commit(Some(read_rev), &mut inst, turns, durability)
+                .await?
+            {
+                return Ok(view);
+            }
         }
-        let view = rules::turn_view(inst, &turn);
-        let read_rev = inst.revision;
-        Ok(self
-            .commit(Some(read_rev), inst, vec![turn], durability)
-            .await?
-            .then_some(view))
     }
 
     pub(super) async fn do_operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
@@ -80,12 +106,8 @@ impl Engine {
             validate::range("heartbeat_timeout_ms", hb, 100, req.timeout_ms)?;
         }
         steps_limit(req.position, self.inner.config.limits.steps_per_turn)?;
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.lease.workflow_id)?;
-            let (mut inst, mut turn) = self.leased(&req.lease).await?;
-            let now = self.now();
-            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
+        self.on_turn(&req.lease, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
             let same = turn.operation.as_ref().is_some_and(|op| {
                 op.key == req.key
                     && op.kind == req.kind
@@ -93,9 +115,9 @@ impl Engine {
                     && op.heartbeat_timeout_ms == req.heartbeat_timeout_ms
             });
             if same && req.position as usize == turn.steps.len() {
-                return Ok(rules::turn_view(&inst, &turn));
+                return Ok(Decision::Answer);
             }
-            next_position(&inst.id, &turn, req.position, &req.key)?;
+            next_position(&inst.id, turn, req.position, &req.key)?;
             let carried = [turn.operation.as_ref(), turn.last_operation.as_ref()]
                 .into_iter()
                 .flatten()
@@ -114,11 +136,10 @@ impl Engine {
                 checkpoint: carried,
                 heartbeat_timeout_ms: req.heartbeat_timeout_ms,
             });
-            rules::touch(&mut turn, now);
-            if let Some(view) = self.commit_turn(&mut inst, turn, Relaxed).await? {
-                return Ok(view);
-            }
-        }
+            rules::touch(turn, now);
+            Ok(Decision::Write(Relaxed, Vec::new()))
+        })
+        .await
     }
 
     pub(super) async fn do_progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
@@ -128,12 +149,8 @@ impl Engine {
         validate::size("details", &req.details, limits.details_bytes)?;
         validate::size("checkpoint", &req.checkpoint, limits.checkpoint_bytes)?;
         validate::progress_details(&req.details)?;
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.lease.workflow_id)?;
-            let (mut inst, mut turn) = self.leased(&req.lease).await?;
-            let now = self.now();
-            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
+        self.on_turn(&req.lease, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
             let number = turn.number;
             let Some(op) = turn.operation.as_mut().filter(|op| op.key == req.key) else {
                 return Err(Error::conflict(format_args!(
@@ -145,7 +162,7 @@ impl Engine {
                 && op.details == req.details
                 && op.checkpoint == req.checkpoint
             {
-                return Ok(rules::turn_view(&inst, &turn));
+                return Ok(Decision::Answer);
             }
             if req.sequence <= op.sequence {
                 return Err(Error::conflict(format_args!(
@@ -157,11 +174,10 @@ impl Engine {
             op.details = req.details.clone();
             op.checkpoint = req.checkpoint.clone();
             op.last_heartbeat_ms = now;
-            rules::touch(&mut turn, now);
-            if let Some(view) = self.commit_turn(&mut inst, turn, Relaxed).await? {
-                return Ok(view);
-            }
-        }
+            rules::touch(turn, now);
+            Ok(Decision::Write(Relaxed, Vec::new()))
+        })
+        .await
     }
 
     pub(super) async fn do_checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
@@ -199,11 +215,7 @@ impl Engine {
         }
         validate::size("output", &req.output, limits.output_bytes)?;
         steps_limit(req.position, limits.steps_per_turn)?;
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.lease.workflow_id)?;
-            let (mut inst, mut turn) = self.leased(&req.lease).await?;
-            let now = self.now();
+        self.on_turn(&req.lease, |inst, turn, now| {
             let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
                 && turn.steps.get(req.position as usize).is_some_and(|s| {
                     s.key == req.key
@@ -212,10 +224,10 @@ impl Engine {
                         && s.delay_ms == req.delay_ms
                 });
             if repeat {
-                return Ok(rules::turn_view(&inst, &turn));
+                return Ok(Decision::Answer);
             }
-            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
-            next_position(&inst.id, &turn, req.position, &req.key)?;
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            next_position(&inst.id, turn, req.position, &req.key)?;
             let mut step = StepCheckpoint {
                 key: req.key.clone(),
                 kind: req.kind,
@@ -229,7 +241,7 @@ impl Engine {
                 let wake = now.saturating_add(delay as Millis);
                 step.delay_ms = Some(delay);
                 step.wake_at_ms = Some(wake);
-                rules::release(&mut turn, now);
+                rules::release(turn, now);
                 turn.status = TurnStatus::Waiting;
                 turn.ready_at_ms = wake;
                 turn.resume = true;
@@ -237,12 +249,11 @@ impl Engine {
             turn.steps.push(step);
             turn.operation = None;
             turn.last_operation = None;
-            rules::touch(&mut turn, now);
-            turn_size(&turn, limits.turn_bytes)?;
-            if let Some(view) = self.commit_turn(&mut inst, turn, Durable).await? {
-                return Ok(view);
-            }
-        }
+            rules::touch(turn, now);
+            turn_size(turn, limits.turn_bytes)?;
+            Ok(Decision::Write(Durable, Vec::new()))
+        })
+        .await
     }
 
     pub(super) async fn do_wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
@@ -251,11 +262,7 @@ impl Engine {
         validate::identifier("name", &req.name)?;
         validate::range("timeout_ms", req.timeout_ms, 1, YEAR_MS)?;
         steps_limit(req.position, limits.steps_per_turn)?;
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.lease.workflow_id)?;
-            let (mut inst, mut turn) = self.leased(&req.lease).await?;
-            let now = self.now();
+        self.on_turn(&req.lease, |inst, turn, now| {
             let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
                 && turn.steps.get(req.position as usize).is_some_and(|s| {
                     s.key == req.key
@@ -264,10 +271,10 @@ impl Engine {
                         && s.delay_ms == Some(req.timeout_ms)
                 });
             if repeat {
-                return Ok(rules::turn_view(&inst, &turn));
+                return Ok(Decision::Answer);
             }
-            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
-            next_position(&inst.id, &turn, req.position, &req.key)?;
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            next_position(&inst.id, turn, req.position, &req.key)?;
             let mut step = StepCheckpoint {
                 key: req.key.clone(),
                 kind: CheckpointKind::Signal,
@@ -288,18 +295,17 @@ impl Engine {
             } else {
                 let wake = now.saturating_add(req.timeout_ms as Millis);
                 step.wake_at_ms = Some(wake);
-                rules::release(&mut turn, now);
+                rules::release(turn, now);
                 turn.status = TurnStatus::Waiting;
                 turn.ready_at_ms = wake;
                 turn.resume = true;
             }
             turn.steps.push(step);
-            rules::touch(&mut turn, now);
-            turn_size(&turn, limits.turn_bytes)?;
-            if let Some(view) = self.commit_turn(&mut inst, turn, Durable).await? {
-                return Ok(view);
-            }
-        }
+            rules::touch(turn, now);
+            turn_size(turn, limits.turn_bytes)?;
+            Ok(Decision::Write(Durable, Vec::new()))
+        })
+        .await
     }
 
     pub(super) async fn do_complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
@@ -314,19 +320,14 @@ impl Engine {
             &req.result,
             req.continuation.as_ref().map(|c| &c.message),
         );
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.lease.workflow_id)?;
-            let (mut inst, mut turn) = self.leased(&req.lease).await?;
-            let now = self.now();
+        self.on_turn(&req.lease, |inst, turn, now| {
             if turn.token.as_deref() == Some(req.lease.token.as_str())
                 && turn.completion_digest.as_deref() == Some(digest.as_str())
             {
-                return Ok(rules::turn_view(&inst, &turn));
+                return Ok(Decision::Answer);
             }
-            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
-            let read_rev = inst.revision;
-            let mut turns = Vec::with_capacity(2);
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            let mut extra = Vec::new();
             if let Some(c) = &req.continuation {
                 let number = inst.next_turn;
                 let mut origin = MessageOrigin::new("continuation");
@@ -335,7 +336,7 @@ impl Engine {
                     .fields
                     .insert("message_id".into(), json!(turn.message_id));
                 let next = new_turn(
-                    &inst,
+                    inst,
                     number,
                     format!("continue-{}", turn.number),
                     c.message.clone(),
@@ -345,7 +346,7 @@ impl Engine {
                 inst.next_turn += 1;
                 inst.pending.push(number);
                 turn.continued_to = Some(number);
-                turns.push(next);
+                extra.push(next);
             }
             if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
                 run.usage = Some(usage.clone());
@@ -354,19 +355,12 @@ impl Engine {
             turn.state_after = req.state.clone();
             turn.completion_digest = Some(digest.clone());
             turn.resume = false;
-            rules::finish(&mut inst, &mut turn, TurnStatus::Completed, now);
-            turn_size(&turn, limits.turn_bytes)?;
+            rules::finish(inst, turn, TurnStatus::Completed, now);
+            turn_size(turn, limits.turn_bytes)?;
             inst.state = req.state.clone();
-            inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
-            let view = rules::turn_view(&inst, &turn);
-            turns.insert(0, turn);
-            if self
-                .commit(Some(read_rev), &mut inst, turns, Durable)
-                .await?
-            {
-                return Ok(view);
-            }
-        }
+            Ok(Decision::Write(Durable, extra))
+        })
+        .await
     }
 
     pub(super) async fn do_fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
@@ -377,13 +371,9 @@ impl Engine {
             ));
         }
         let error: String = req.error.chars().take(1000).collect();
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.lease.workflow_id)?;
-            let (mut inst, mut turn) = self.leased(&req.lease).await?;
-            let now = self.now();
-            rules::check_lease(&inst.id, &turn, &req.lease.token, now)?;
-            let read_rev = inst.revision;
+        let config = &self.inner.config;
+        self.on_turn(&req.lease, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
             if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
                 run.usage = Some(usage.clone());
             }
@@ -392,7 +382,7 @@ impl Engine {
                     now.saturating_add(1000),
                     now.saturating_add(366 * 24 * 3600 * 1000),
                 );
-                rules::release(&mut turn, now);
+                rules::release(turn, now);
                 turn.status = TurnStatus::Waiting;
                 turn.ready_at_ms = at;
                 turn.wait = Some(TurnWait {
@@ -405,38 +395,23 @@ impl Engine {
             } else if req.non_retryable {
                 turn.error = Some(error.clone());
                 turn.resume = false;
-                rules::exhaust(&mut inst, &mut turn, now);
+                rules::exhaust(inst, turn, now);
             } else {
-                rules::fail_attempt(&mut inst, &mut turn, now, error.clone(), &self.inner.config);
+                rules::fail_attempt(inst, turn, now, error.clone(), config);
             }
-            rules::touch(&mut turn, now);
-            inst.due_at_ms = if turn.is_finished() {
-                (!inst.pending.is_empty() && !inst.paused).then_some(now)
-            } else {
-                rules::due_at(&inst, Some(&turn), now)
-            };
-            let view = rules::turn_view(&inst, &turn);
-            if self
-                .commit(Some(read_rev), &mut inst, vec![turn], Durable)
-                .await?
-            {
-                return Ok(view);
-            }
-        }
+            rules::touch(turn, now);
+            Ok(Decision::Write(Durable, Vec::new()))
+        })
+        .await
     }
 
     pub(super) async fn do_heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&lease.workflow_id)?;
-            let (mut inst, mut turn) = self.leased(&lease).await?;
-            let now = self.now();
-            rules::check_lease(&inst.id, &turn, &lease.token, now)?;
+        self.on_turn(&lease, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &lease.token, now)?;
             turn.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
-            rules::touch(&mut turn, now);
-            if let Some(view) = self.commit_turn(&mut inst, turn, Relaxed).await? {
-                return Ok(view);
-            }
-        }
+            rules::touch(turn, now);
+            Ok(Decision::Write(Relaxed, Vec::new()))
+        })
+        .await
     }
 }
