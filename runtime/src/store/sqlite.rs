@@ -896,34 +896,44 @@ fn apply(conn: &Connection, mut write: WriteSet, bodies: Bodies) -> Result<Appli
     let stored_pruned: u64 = match write.expected_revision {
         Some(expected) => {
             let expected = int(expected, "revision")?;
-            let returned: Option<i64> = conn
+            let returned: Option<(i64, String, String)> = conn
                 .prepare_cached(
-                    "UPDATE instances SET workflow_type = ?3, version = ?4, revision = ?5, \
-                        pending_count = ?6, due_at_ms = ?7, body = ?8 \
-                     WHERE ns = ?1 AND id = ?2 AND revision = ?9 \
-                     RETURNING history_pruned_through",
+                    // Type and version never change after creation; naming them here would
+                    // make SQLite rewrite their index entry on every write.
+                    "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, \
+                        body = ?6 \
+                     WHERE ns = ?1 AND id = ?2 AND revision = ?7 \
+                     RETURNING history_pruned_through, workflow_type, version",
                 )
                 .and_then(|mut s| {
                     s.query_row(
                         params![
                             ns,
                             id,
-                            instance.workflow_type,
-                            instance.version,
                             revision,
                             pending,
                             instance.due_at_ms,
                             body,
                             expected
                         ],
-                        |r| r.get(0),
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                     )
                     .optional()
                 })
                 .map_err(db(format_args!("write `{id}`")))?;
-            let Some(p) = returned else {
+            let Some((p, workflow_type, version)) = returned else {
                 return Err(CommitError::Conflict);
             };
+            if workflow_type != instance.workflow_type || version != instance.version {
+                // Never done by the engine, allowed by the contract: the rare full update.
+                conn.prepare_cached(
+                    "UPDATE instances SET workflow_type = ?3, version = ?4 WHERE ns = ?1 AND id = ?2",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![ns, id, instance.workflow_type, instance.version])
+                })
+                .map_err(db(format_args!("write `{id}`")))?;
+            }
             uint(p, "history_pruned_through")?
         }
         None => {
@@ -958,14 +968,39 @@ fn apply(conn: &Connection, mut write: WriteSet, bodies: Bodies) -> Result<Appli
 
     for (t, body) in write.turns.iter().zip(&bodies.turns) {
         let number = int(t.number, "turn number")?;
-        let written = conn
+        // Update in place when the stored turn is unfinished with the same message id. Only a
+        // finishing write names the indexed `finished` columns, so the common write (a step, a
+        // claim, a heartbeat) touches the row alone and no index.
+        let updated = if t.is_finished() {
+            conn.prepare_cached(
+                "UPDATE turns SET finished = 1, finished_at_ms = ?5, body = ?6 \
+                 WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 AND finished = 0",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    ns,
+                    id,
+                    number,
+                    t.message_id,
+                    t.finished_at_ms,
+                    body
+                ])
+            })
+        } else {
+            conn.prepare_cached(
+                "UPDATE turns SET body = ?5 \
+                 WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 AND finished = 0",
+            )
+            .and_then(|mut s| s.execute(params![ns, id, number, t.message_id, body]))
+        }
+        .map_err(db(format_args!("write turn {} of `{id}`", t.number)))?;
+        if updated == 1 {
+            continue;
+        }
+        let inserted = conn
             .prepare_cached(
                 "INSERT INTO turns (ns, id, number, message_id, finished, finished_at_ms, body) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
-                 ON CONFLICT (ns, id, number) DO UPDATE SET \
-                    finished = excluded.finished, finished_at_ms = excluded.finished_at_ms, \
-                    body = excluded.body \
-                 WHERE turns.finished = 0 AND turns.message_id = excluded.message_id",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -978,9 +1013,12 @@ fn apply(conn: &Connection, mut write: WriteSet, bodies: Bodies) -> Result<Appli
                     body
                 ])
             });
-        match written {
-            Ok(1) => {}
-            Ok(_) => refused_turn(conn, ns, id, t)?,
+        match inserted {
+            Ok(_) => {}
+            // The number is taken (finished, or another message id): the detailed checks decide.
+            Err(e) if is_constraint(&e) && turn_exists(conn, ns, id, number)? => {
+                refused_turn(conn, ns, id, t)?;
+            }
             Err(e) if is_constraint(&e) => {
                 return Err(StoreError(format!(
                     "message id `{}` is already another turn of `{id}`",
@@ -1038,6 +1076,13 @@ fn delete(conn: &Connection, write: &WriteSet) -> Result<(), CommitError> {
         .and_then(|mut s| s.execute(params![ns, id]))
         .map_err(db(format_args!("delete `{id}`")))?;
     Ok(())
+}
+
+/// Whether a turn row exists.
+fn turn_exists(conn: &Connection, ns: &str, id: &str, number: i64) -> Result<bool, StoreError> {
+    conn.prepare_cached("SELECT 1 FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
+        .and_then(|mut s| s.exists(params![ns, id, number]))
+        .map_err(db(format_args!("look up turn {number} of `{id}`")))
 }
 
 /// A turn upsert changed nothing: the stored turn is finished or has another message id.
