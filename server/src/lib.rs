@@ -178,6 +178,13 @@ pub async fn serve(
         shutdown.await;
         let _ = fired_tx.send(());
     };
+    // Small request/response pairs: don't let Nagle's algorithm hold a segment back.
+    let listener =
+        axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY could not be set on a connection");
+            }
+        });
     let server = axum::serve(listener, router).with_graceful_shutdown(signal);
     let server = std::future::IntoFuture::into_future(server);
     tokio::pin!(server);
