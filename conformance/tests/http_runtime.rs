@@ -70,6 +70,7 @@ impl Workflow for Counter {
     type State = Count;
     type Message = Add;
     type Reply = u64;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "counter";
     const VERSION: &'static str = "v1";
     const SIGNALS: &'static [&'static str] = &["bump"];
@@ -295,6 +296,7 @@ impl Workflow for Charge {
     type State = u64;
     type Message = u64;
     type Reply = u64;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "charge";
     const VERSION: &'static str = "v1";
 
@@ -360,6 +362,7 @@ impl Workflow for Held {
     type State = u32;
     type Message = u32;
     type Reply = u32;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "held";
     const VERSION: &'static str = "v1";
 

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use crate::backend::Backend;
 use crate::clock::Clock;
-use crate::codec::{self, JsonCodec};
+use crate::codec;
 use crate::error::Error;
 use crate::protocol::*;
 use crate::validate;
@@ -268,7 +268,7 @@ impl<W: Workflow> Turn<W> {
     {
         let what = format!("step `{key}`");
         if let Some(old) = self.next(&key, CheckpointKind::Step, None, None)? {
-            return codec::decode(&JsonCodec, &what, &old.output)
+            return codec::decode(&W::Codec::default(), &what, &old.output)
                 .map_err(|e| TurnError::Permanent(e.into()));
         }
         let position = (self.position - 1) as u32;
@@ -320,7 +320,7 @@ impl<W: Workflow> Turn<W> {
             )));
         }
         self.shared.check(flushed).await?;
-        let (encoded, decoded) = codec::encode_verified(&JsonCodec, &what, &value)
+        let (encoded, decoded) = codec::encode_verified(&W::Codec::default(), &what, &value)
             .map_err(|e| TurnError::Permanent(e.into()))?;
         let saved = self
             .shared
@@ -453,7 +453,7 @@ impl<W: Workflow> Turn<W> {
             return Ok(None);
         }
         let value = output.get("value").cloned().unwrap_or(Value::Null);
-        codec::decode(&JsonCodec, &what, &value)
+        codec::decode(&W::Codec::default(), &what, &value)
             .map(Some)
             .map_err(|e| TurnError::Permanent(e.into()))
     }

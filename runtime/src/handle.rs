@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::backend::Backend;
-use crate::codec::{self, JsonCodec};
+use crate::codec;
 use crate::error::{Error, Result};
 use crate::protocol::*;
 use crate::workflow::{Accepts, Signal, Workflow};
@@ -31,7 +31,7 @@ pub trait WorkflowExt: Workflow {
         let backend: Arc<dyn Backend> = Arc::new(backend.clone());
         let id = id.into();
         let state = codec::encode_checked(
-            &JsonCodec,
+            &Self::Codec::default(),
             "initial state",
             &self.initial_state(),
             Self::state_eq(),
@@ -109,8 +109,9 @@ impl<W: Workflow> Handle<W> {
         message: W::Message,
         message_id: impl Into<String>,
     ) -> Result<WorkflowTurn> {
-        let (message, _) = codec::encode_checked(&JsonCodec, "message", &message, W::message_eq())
-            .map_err(codec_error)?;
+        let (message, _) =
+            codec::encode_checked(&W::Codec::default(), "message", &message, W::message_eq())
+                .map_err(codec_error)?;
         self.backend
             .send_message(MessageRequest {
                 workflow_id: self.id.clone(),
@@ -133,7 +134,7 @@ impl<W: Workflow> Handle<W> {
         W: Accepts<S>,
     {
         let (value, _) =
-            codec::encode_verified(&JsonCodec, "signal", &value).map_err(codec_error)?;
+            codec::encode_verified(&W::Codec::default(), "signal", &value).map_err(codec_error)?;
         self.backend
             .signal(SignalRequest {
                 workflow_id: self.id.clone(),
@@ -153,7 +154,7 @@ impl<W: Workflow> Handle<W> {
     /// The saved state, decoded.
     pub async fn state(&self) -> Result<W::State> {
         let inst = self.instance().await?;
-        codec::decode(&JsonCodec, "state", &inst.state).map_err(codec_error)
+        codec::decode(&W::Codec::default(), "state", &inst.state).map_err(codec_error)
     }
 
     /// One turn, pending or kept in history.
@@ -173,7 +174,7 @@ impl<W: Workflow> Handle<W> {
         if t.status != TurnStatus::Completed {
             return Ok(None);
         }
-        match codec::decode(&JsonCodec, "reply", &t.result) {
+        match codec::decode(&W::Codec::default(), "reply", &t.result) {
             Ok(reply) => Ok(Some(reply)),
             // A turn that ended without a reply (e.g. one that continued) records `null`.
             Err(_) if t.result.is_null() => Ok(None),

@@ -12,7 +12,7 @@ pub use std::option::Option;
 pub use std::result::Result;
 pub use std::time::Duration;
 
-pub use crate::codec::EqFn;
+pub use crate::codec::{EqFn, JsonCodec};
 pub use crate::context::{BoxStepFn, BoxStepFuture, Resumable, Step, StepCtx, Turn};
 pub use crate::protocol::{Millis, OnExhausted, OperationKind};
 pub use crate::schema::WorkflowSchema;

@@ -9,7 +9,7 @@
 //! # #[derive(Serialize, Deserialize, Default)] struct Count { count: u64 }
 //! # struct Counter;
 //! # impl Workflow for Counter {
-//! #     type State = Count; type Message = u64; type Reply = u64;
+//! #     type State = Count; type Message = u64; type Reply = u64; type Codec = turnwise::codec::JsonCodec;
 //! #     const NAME: &'static str = "counter"; const VERSION: &'static str = "v1";
 //! #     async fn run(&self, ctx: &mut Turn<Self>, state: Count, add: u64) -> TurnResult<Self> {
 //! #         let add = ctx.step("add", |_s| async move { Ok(add) }).await?;

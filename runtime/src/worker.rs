@@ -20,7 +20,7 @@ use tracing::Instrument;
 
 use crate::backend::Backend;
 use crate::clock::{Clock, SystemClock};
-use crate::codec::{self, JsonCodec};
+use crate::codec;
 use crate::context::{Interrupt, Turn, TurnShared};
 use crate::error::Error;
 use crate::protocol::*;
@@ -68,17 +68,19 @@ impl<W: Workflow> Runnable for Registered<W> {
     ) -> BoxFuture<'_, Result<Finished, TurnError>> {
         Box::pin(async move {
             let state: W::State =
-                codec::decode(&JsonCodec, "state", &task.state).map_err(permanent)?;
+                codec::decode(&W::Codec::default(), "state", &task.state).map_err(permanent)?;
             let message: W::Message =
-                codec::decode(&JsonCodec, "message", &task.turn.message).map_err(permanent)?;
+                codec::decode(&W::Codec::default(), "message", &task.turn.message)
+                    .map_err(permanent)?;
             let mut ctx = Turn::<W>::new(shared, task.turn.steps);
             let done = self.0.run(&mut ctx, state, message).await?;
             ctx.check_replayed()?;
-            let (state, _) = codec::encode_checked(&JsonCodec, "state", &done.state, W::state_eq())
-                .map_err(permanent)?;
+            let (state, _) =
+                codec::encode_checked(&W::Codec::default(), "state", &done.state, W::state_eq())
+                    .map_err(permanent)?;
             let result = match &done.reply {
                 Some(r) => {
-                    codec::encode_checked(&JsonCodec, "reply", r, W::reply_eq())
+                    codec::encode_checked(&W::Codec::default(), "reply", r, W::reply_eq())
                         .map_err(permanent)?
                         .0
                 }
@@ -86,9 +88,14 @@ impl<W: Workflow> Runnable for Registered<W> {
             };
             let next = match &done.next {
                 Some(m) => Some(
-                    codec::encode_checked(&JsonCodec, "continuation message", m, W::message_eq())
-                        .map_err(permanent)?
-                        .0,
+                    codec::encode_checked(
+                        &W::Codec::default(),
+                        "continuation message",
+                        m,
+                        W::message_eq(),
+                    )
+                    .map_err(permanent)?
+                    .0,
                 ),
                 None => None,
             };
@@ -148,7 +155,7 @@ struct Options {
 /// # #[derive(Serialize, Deserialize, Default)] struct Count { count: u64 }
 /// # struct Counter;
 /// # impl Workflow for Counter {
-/// #     type State = Count; type Message = u64; type Reply = u64;
+/// #     type State = Count; type Message = u64; type Reply = u64; type Codec = turnwise::codec::JsonCodec;
 /// #     const NAME: &'static str = "counter"; const VERSION: &'static str = "v1";
 /// #     async fn run(&self, ctx: &mut Turn<Self>, state: Count, add: u64) -> TurnResult<Self> {
 /// #         let add = ctx.step("add", |_s| async move { Ok(add) }).await?;

@@ -73,6 +73,7 @@ impl WorkflowOptions {
 ///     type State = Count;
 ///     type Message = u64;
 ///     type Reply = u64;
+///     type Codec = turnwise::codec::JsonCodec;
 ///     const NAME: &'static str = "counter";
 ///     const VERSION: &'static str = "v1";
 ///
@@ -91,6 +92,11 @@ pub trait Workflow: Send + Sync + Sized + 'static {
     type Message: Data;
     /// The reply a turn records.
     type Reply: Data;
+    /// How this workflow's values become JSON: state, message, reply, continuation messages,
+    /// step outputs and signal values all cross it, verified on every encode. `#[workflow]`
+    /// uses [`JsonCodec`](crate::codec::JsonCodec) (canonical JSON) unless told
+    /// `codec = Path`; a hand-written workflow names it.
+    type Codec: crate::codec::Codec + Default;
     /// The definition's name (the wire's `workflow_type`).
     const NAME: &'static str;
     /// The code version instances are pinned to.

@@ -81,3 +81,66 @@ fn the_hooks_follow_partial_eq() {
         "u64 is PartialEq"
     );
 }
+
+/// A codec that stores every value inside an envelope `{"v": ...}`.
+#[derive(Default)]
+struct Enveloped;
+
+impl turnwise::codec::Codec for Enveloped {
+    fn encode<T: Serialize + ?Sized>(&self, value: &T) -> Result<serde_json::Value, String> {
+        let v = serde_json::to_value(value).map_err(|e| e.to_string())?;
+        Ok(serde_json::json!({ "v": v }))
+    }
+    fn decode<T: serde::de::DeserializeOwned>(
+        &self,
+        value: &serde_json::Value,
+    ) -> Result<T, String> {
+        let inner = value.get("v").ok_or("not an envelope")?;
+        T::deserialize(inner).map_err(|e| e.to_string())
+    }
+}
+
+#[workflow(name = "enveloped", version = "v1", codec = Enveloped)]
+async fn enveloped(
+    ctx: &mut Turn,
+    state: Ledger,
+    add: u64,
+) -> Result<Done<Ledger, u64>, TurnError> {
+    let add = ctx.step("add", move |_| async move { Ok(add) }).await?;
+    let total = state.total + add;
+    Ok(Done::new(Ledger { total, scratch: 0 }).reply(total))
+}
+
+#[tokio::test]
+async fn a_workflows_codec_carries_its_state_steps_and_replies() {
+    let env = TestEnv::new().register(enveloped);
+    let handle = env.start(&enveloped, "enveloped-1").await.unwrap();
+    let turn = handle.send(5, "m1").await.unwrap();
+    assert_eq!(
+        turn.message,
+        serde_json::json!({"v": 5}),
+        "the message crossed the codec"
+    );
+    env.run_until_idle().await.unwrap();
+
+    let stored = handle.instance().await.unwrap().state;
+    assert_eq!(
+        stored,
+        serde_json::json!({"v": {"total": 5}}),
+        "the stored state"
+    );
+    assert_eq!(
+        handle.state().await.unwrap().total,
+        5,
+        "and it decodes back"
+    );
+    let t = handle.turn(turn.number).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Completed, "{t:?}");
+    assert_eq!(
+        t.steps[0].output,
+        serde_json::json!({"v": 5}),
+        "the step output"
+    );
+    assert_eq!(t.result, serde_json::json!({"v": 5}), "the reply");
+    assert_eq!(handle.reply(turn.number).await.unwrap(), Some(5));
+}

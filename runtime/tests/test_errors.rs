@@ -101,6 +101,7 @@ impl Workflow for Faulty {
     type State = Books;
     type Message = Act;
     type Reply = Cart;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "faulty";
     const VERSION: &'static str = "v1";
 

@@ -45,6 +45,7 @@ impl Workflow for Ledger {
     type State = Vec<String>;
     type Message = Op;
     type Reply = usize;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "ledger";
     const VERSION: &'static str = "v1";
 
@@ -94,6 +95,7 @@ impl Workflow for Other {
     type State = Vec<String>;
     type Message = Op;
     type Reply = usize;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "other";
     const VERSION: &'static str = "v1";
 
@@ -110,6 +112,7 @@ impl Workflow for LedgerV2 {
     type State = Vec<String>;
     type Message = Op;
     type Reply = usize;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "ledger";
     const VERSION: &'static str = "v2";
 

@@ -93,6 +93,7 @@ impl Workflow for Shape {
     type State = u32;
     type Message = ();
     type Reply = ();
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "shape";
     const VERSION: &'static str = "v1";
     const SIGNALS: &'static [&'static str] = &["yes", "no"];
@@ -376,6 +377,7 @@ impl Workflow for Stubborn {
     type State = Vec<String>;
     type Message = Call;
     type Reply = ();
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "stubborn";
     const VERSION: &'static str = "v1";
     const SIGNALS: &'static [&'static str] = &["yes"];

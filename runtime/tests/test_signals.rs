@@ -70,6 +70,7 @@ impl Workflow for Review {
     type State = Vec<String>;
     type Message = Ask;
     type Reply = Vec<Option<u32>>;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "review";
     const VERSION: &'static str = "v1";
     const SIGNALS: &'static [&'static str] = &["approval"];

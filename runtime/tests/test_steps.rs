@@ -46,6 +46,7 @@ impl Workflow for Once {
     type State = u64;
     type Message = u64;
     type Reply = u64;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "once";
     const VERSION: &'static str = "v1";
 
@@ -139,6 +140,7 @@ impl Workflow for Entries {
     type State = Vec<String>;
     type Message = String;
     type Reply = String;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "entries";
     const VERSION: &'static str = "v1";
 
@@ -226,6 +228,7 @@ impl Workflow for Effects {
     type State = u64;
     type Message = u64;
     type Reply = String;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "effects";
     const VERSION: &'static str = "v1";
 
@@ -330,6 +333,7 @@ impl Workflow for Many {
     type State = u64;
     type Message = usize;
     type Reply = u64;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "many";
     const VERSION: &'static str = "v1";
 
@@ -385,6 +389,7 @@ impl Workflow for Crawl {
     type State = u32;
     type Message = u32;
     type Reply = u32;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "crawl";
     const VERSION: &'static str = "v1";
 
@@ -469,6 +474,7 @@ impl Workflow for Report {
     type State = ();
     type Message = Mode;
     type Reply = ();
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "report";
     const VERSION: &'static str = "v1";
 

@@ -61,6 +61,7 @@ impl Workflow for Held {
     type State = u32;
     type Message = u32;
     type Reply = u32;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "held";
     const VERSION: &'static str = "v1";
 
@@ -354,6 +355,7 @@ impl Workflow for Panicky {
     type State = u32;
     type Message = u32;
     type Reply = u32;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "panicky";
     const VERSION: &'static str = "v1";
 
@@ -488,6 +490,7 @@ impl Workflow for HeldV2 {
     type State = u32;
     type Message = u32;
     type Reply = u32;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "held";
     const VERSION: &'static str = "v2";
 

@@ -307,6 +307,7 @@ impl Workflow for Gated {
     type State = Total;
     type Message = u64;
     type Reply = u64;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "gated";
     const VERSION: &'static str = "v1";
 
@@ -647,6 +648,7 @@ impl Workflow for Crashy {
     type State = Fold;
     type Message = u64;
     type Reply = u64;
+    type Codec = turnwise::codec::JsonCodec;
     const NAME: &'static str = "crashy";
     const VERSION: &'static str = "v1";
 

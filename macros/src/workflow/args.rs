@@ -18,6 +18,7 @@ pub(crate) const KNOWN: &[&str] = &[
     "lease",
     "on_exhausted",
     "allow_nondeterminism",
+    "codec",
     "crate",
 ];
 
@@ -38,6 +39,8 @@ pub(crate) struct WorkflowArgs {
     pub(crate) on_exhausted: Option<syn::Ident>,
     /// `allow_nondeterminism`: skip the replay-determinism checks of the body.
     pub(crate) allow_nondeterminism: bool,
+    /// `codec = Path`: the codec type (default `JsonCodec`).
+    pub(crate) codec: Option<syn::Path>,
     /// `crate = path`: where `turnwise` is.
     pub(crate) krate: Option<syn::Path>,
 }
@@ -80,6 +83,8 @@ impl WorkflowArgs {
                 out.on_exhausted = on_exhausted(cx, &meta);
             } else if meta.path.is_ident("allow_nondeterminism") {
                 out.allow_nondeterminism = args::flag(cx, &meta);
+            } else if meta.path.is_ident("codec") {
+                out.codec = codec(cx, &meta);
             } else if meta.path.is_ident("crate") {
                 out.krate = args::krate(cx, &meta);
             }
@@ -178,4 +183,18 @@ fn on_exhausted(cx: &Ctxt, meta: &syn::meta::ParseNestedMeta) -> Option<syn::Ide
         }
     };
     Some(syn::Ident::new(variant, lit.span()))
+}
+
+/// `codec = MyCodec`: a type implementing `turnwise::codec::Codec + Default`.
+fn codec(cx: &Ctxt, meta: &syn::meta::ParseNestedMeta) -> Option<syn::Path> {
+    let example = "`codec = MyCodec` (a type implementing `turnwise::codec::Codec + Default`)";
+    let parsed = meta.value().and_then(|v| v.parse::<syn::Path>());
+    match parsed {
+        Ok(path) => Some(path),
+        Err(_) => {
+            cx.error_spanned_by(&meta.path, format!("`codec` takes a type path: {example}"));
+            args::skip_value(meta.input);
+            None
+        }
+    }
 }

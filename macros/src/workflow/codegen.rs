@@ -187,7 +187,11 @@ pub(crate) fn generate(
         let state = quote_spanned!(state_ty.span()=> type State = #state_ty;);
         let message = quote_spanned!(message_ty.span()=> type Message = #message_ty;);
         let reply = quote_spanned!(reply_ty.span()=> type Reply = #reply_ty;);
-        quote!(#state #message #reply)
+        let codec = match &args.codec {
+            Some(c) => quote_spanned!(c.span()=> type Codec = #c;),
+            None => quote!(type Codec = #p::JsonCodec;),
+        };
+        quote!(#state #message #reply #codec)
     };
     // A `run` future that is not `Send` is reported at the user's function.
     let run_head = respan(

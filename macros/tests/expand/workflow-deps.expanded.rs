@@ -17,6 +17,7 @@ const _: () = {
         type State = Crawled;
         type Message = Crawl;
         type Reply = Report;
+        type Codec = crate::support::turnwise::__private::JsonCodec;
         const NAME: &'static ::core::primitive::str = "crawler";
         const VERSION: &'static ::core::primitive::str = "v1";
         const SIGNALS: &'static [&'static ::core::primitive::str] = &[];

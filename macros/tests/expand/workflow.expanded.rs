@@ -20,6 +20,7 @@ const _: () = {
         type State = Count;
         type Message = u64;
         type Reply = u64;
+        type Codec = ::turnwise::__private::JsonCodec;
         const NAME: &'static ::core::primitive::str = "counter";
         const VERSION: &'static ::core::primitive::str = "v1";
         const SIGNALS: &'static [&'static ::core::primitive::str] = &[
