@@ -44,7 +44,7 @@ pub(super) fn settle(
                     inst.lease_ms
                 );
                 // The lease already made the turn wait, so it is ready again at once.
-                return end_attempt(inst, head, now, why, 0, cfg);
+                return end_attempt(inst, head, now, why, 0);
             }
             Settled::Unchanged
         }
@@ -88,7 +88,7 @@ pub(super) fn fail_attempt(
     cfg: &EngineConfig,
 ) -> Settled {
     let delay = backoff(head.attempt, cfg);
-    end_attempt(inst, head, now, error, delay, cfg)
+    end_attempt(inst, head, now, error, delay)
 }
 
 fn end_attempt(
@@ -97,7 +97,6 @@ fn end_attempt(
     now: Millis,
     error: String,
     delay_ms: Millis,
-    cfg: &EngineConfig,
 ) -> Settled {
     release(head, now);
     head.error = Some(error);
@@ -105,7 +104,6 @@ fn end_attempt(
     if head.attempt >= inst.max_attempts {
         return exhaust(inst, head, now);
     }
-    let _ = cfg;
     head.status = TurnStatus::Queued;
     head.ready_at_ms = now.saturating_add(delay_ms);
     Settled::Changed

@@ -1220,8 +1220,8 @@ impl Store for SqliteStore {
         id: &str,
         number: u64,
     ) -> Result<Option<TurnRecord>, StoreError> {
-        let (ns, id) = (ns.to_owned(), id.to_owned());
-        let key = (ns, id);
+        // One owned key serves the cache lookup and, on a miss, moves into the read.
+        let key = (ns.to_owned(), id.to_owned());
         if let Some(t) = self.shared.cache.turn(&key, number) {
             return Ok(Some(t));
         }
