@@ -572,15 +572,16 @@ impl Cache {
         for (key, change) in changes {
             match change {
                 Some((instance, turns)) => {
-                    let mut entry = c
-                        .hot
-                        .remove(&key)
-                        .or_else(|| c.cold.remove(&key))
-                        .unwrap_or_else(|| Entry {
-                            instance: instance.clone(),
+                    let mut entry = match c.hot.remove(&key).or_else(|| c.cold.remove(&key)) {
+                        Some(mut e) => {
+                            e.instance = instance;
+                            e
+                        }
+                        None => Entry {
+                            instance,
                             turns: HashMap::new(),
-                        });
-                    entry.instance = instance;
+                        },
+                    };
                     for t in turns {
                         if t.is_finished() {
                             entry.turns.remove(&t.number);
