@@ -55,7 +55,8 @@ async fn stats_count_batches_durable_batches_and_write_sets() {
         SqliteStats {
             batches: 3,
             durable_batches: 2,
-            write_sets: 3
+            write_sets: 3,
+            guarded_retries: 0,
         }
     );
 

@@ -986,6 +986,8 @@ async fn sqlite_group_commit_isolates_failures() {
         }
     }
     assert_eq!(landed, N - 3 * N / 40);
+    // The write sets refused after writing rows sent their batches down the guarded path.
+    assert!(s.stats().guarded_retries >= 1, "{:?}", s.stats());
     for i in (0..N).filter(|i| matches!(i % 40, 3)) {
         let id = format!("i{i:04}");
         assert_eq!(load(&*s, &id).await, None, "{id}");

@@ -255,6 +255,7 @@ impl SqliteStore {
             batches: s.batches.load(Ordering::Acquire),
             durable_batches: s.durable_batches.load(Ordering::Acquire),
             write_sets: s.write_sets.load(Ordering::Acquire),
+            guarded_retries: s.guarded_retries.load(Ordering::Acquire),
         }
     }
 
@@ -296,6 +297,10 @@ pub struct SqliteStats {
     pub durable_batches: u64,
     /// Write sets applied by committed batches (conflicting or refused ones are not counted).
     pub write_sets: u64,
+    /// Batches applied a second time with a savepoint around each write set, because one of
+    /// their write sets was refused after it had written rows (see [`SqliteStore`]). Rare:
+    /// revision conflicts are refused before anything is written.
+    pub guarded_retries: u64,
 }
 
 /// The writer's counters, shared with the store handles.
@@ -304,6 +309,7 @@ struct StatsCounters {
     batches: AtomicU64,
     durable_batches: AtomicU64,
     write_sets: AtomicU64,
+    guarded_retries: AtomicU64,
 }
 
 impl Shared {
@@ -647,10 +653,6 @@ impl Bodies {
     }
 }
 
-/// What an applied write set leaves: the stored instance (`None` when deleted) and the turns
-/// written, moved on to the cache rather than cloned.
-type Applied = Option<(InstanceRecord, Vec<TurnRecord>)>;
-
 struct Writer {
     conn: Connection,
     rx: mpsc::Receiver<Request>,
@@ -664,9 +666,9 @@ struct Writer {
     max_batch: usize,
 }
 
-/// What one write set did, before the batch's `COMMIT`: the instance as stored (`None` when
-/// deleted), or why nothing was applied.
-type Outcome = Result<Applied, CommitError>;
+/// What one write set did, before the batch's `COMMIT`: the instance's stored
+/// `history_pruned_through` (0 for a delete), or why nothing of it was applied.
+type Outcome = Result<u64, CommitError>;
 
 impl Writer {
     fn run(mut self) {
@@ -750,57 +752,54 @@ impl Writer {
     }
 
     fn run_batch(&mut self, batch: Vec<Request>) {
-        let mut writes = Vec::with_capacity(batch.len());
-        let mut replies = Vec::with_capacity(batch.len());
-        for r in batch {
-            writes.push((r.write, r.bodies));
-            replies.push(r.reply);
-        }
-        let keys: Vec<Key> = writes
+        let relaxed = batch
             .iter()
-            .map(|(w, _)| (w.ns.clone(), w.id.clone()))
-            .collect();
-        let relaxed = writes
-            .iter()
-            .all(|(w, _)| w.durability == Durability::Relaxed);
-        let count = writes.len();
-        match self.transact(writes, relaxed) {
+            .all(|r| r.write.durability == Durability::Relaxed);
+        let count = batch.len();
+        match self.transact(&batch, relaxed) {
             Ok(outcomes) => {
                 let mut changes = Vec::with_capacity(outcomes.len());
                 let mut answers = Vec::with_capacity(outcomes.len());
                 let keep = self.cache.half > 0;
-                for (key, outcome) in keys.into_iter().zip(outcomes) {
+                for (request, outcome) in batch.into_iter().zip(outcomes) {
+                    let Request { write, reply, .. } = request;
+                    let key = (write.ns, write.id);
                     match outcome {
-                        Ok(applied) => {
-                            changes.push((key, applied.filter(|_| keep)));
-                            answers.push(Ok(()));
+                        Ok(pruned_through) => {
+                            // Move the records on to the cache rather than clone them.
+                            let stored = write.instance.filter(|_| keep).map(|mut instance| {
+                                instance.history_pruned_through = pruned_through;
+                                (instance, write.turns)
+                            });
+                            changes.push((key, stored));
+                            answers.push((reply, Ok(())));
                         }
                         Err(e) => {
                             if e == CommitError::Conflict {
                                 // Someone else's write: forget whatever we believed.
                                 changes.push((key, None));
                             }
-                            answers.push(Err(e));
+                            answers.push((reply, Err(e)));
                         }
                     }
                 }
                 self.cache.committed(changes);
                 // Count before answering, so a caller that saw its commit sees it counted.
-                let applied = answers.iter().filter(|a| a.is_ok()).count() as u64;
+                let applied = answers.iter().filter(|(_, a)| a.is_ok()).count() as u64;
                 let stats = &self.stats;
                 stats.write_sets.fetch_add(applied, Ordering::Release);
                 if !relaxed {
                     stats.durable_batches.fetch_add(1, Ordering::Release);
                 }
                 stats.batches.fetch_add(1, Ordering::Release);
-                for (reply, answer) in replies.into_iter().zip(answers) {
+                for (reply, answer) in answers {
                     // The caller may have given up waiting; that is fine.
                     let _ = reply.send(answer);
                 }
             }
             Err(e) => {
-                for reply in replies {
-                    let _ = reply.send(Err(CommitError::Store(e.clone())));
+                for request in batch {
+                    let _ = request.reply.send(Err(CommitError::Store(e.clone())));
                 }
             }
         }
@@ -808,19 +807,33 @@ impl Writer {
     }
 
     /// Apply the batch in one transaction. `Err` means nothing of it was written.
-    fn transact(
-        &mut self,
-        writes: Vec<(WriteSet, Bodies)>,
-        relaxed: bool,
-    ) -> Result<Vec<Outcome>, StoreError> {
+    ///
+    /// Write sets are applied back to back without savepoints: almost every refusal (a revision
+    /// conflict) happens at a write set's first statement and leaves nothing behind, and a
+    /// savepoint per write set makes SQLite fill and free a statement journal every time. When
+    /// a write set fails after writing rows (an invalid turn, a full disk), the transaction is
+    /// rolled back and the batch applied again with a savepoint around each write set.
+    fn transact(&mut self, batch: &[Request], relaxed: bool) -> Result<Vec<Outcome>, StoreError> {
         self.set_level(if relaxed {
             Synchronous::Off
         } else {
             self.configured
         })?;
         exec(&self.conn, "BEGIN IMMEDIATE").map_err(db("begin a transaction"))?;
-        let result = self.apply_all(writes);
+        let result = match self.apply_all(batch, false) {
+            Ok(None) => {
+                self.stats.guarded_retries.fetch_add(1, Ordering::Relaxed);
+                exec(&self.conn, "ROLLBACK")
+                    .and_then(|_| exec(&self.conn, "BEGIN IMMEDIATE"))
+                    .map_err(db("restart a transaction"))
+                    .and_then(|_| self.apply_all(batch, true))
+            }
+            other => other,
+        };
         let result = result.and_then(|outcomes| {
+            // Guarded application always answers every write set.
+            let outcomes = outcomes
+                .ok_or_else(|| StoreError("sqlite: a batch was left half-applied".into()))?;
             exec(&self.conn, "COMMIT").map_err(db("commit"))?;
             Ok(outcomes)
         });
@@ -832,36 +845,46 @@ impl Writer {
         result
     }
 
-    fn apply_all(&mut self, writes: Vec<(WriteSet, Bodies)>) -> Result<Vec<Outcome>, StoreError> {
+    /// Apply every write set of the batch, each inside its own savepoint when `guarded`.
+    /// `Ok(None)`: unguarded, a write set failed after changing rows, so the transaction must
+    /// be rolled back and the batch applied again guarded.
+    fn apply_all(
+        &self,
+        batch: &[Request],
+        guarded: bool,
+    ) -> Result<Option<Vec<Outcome>>, StoreError> {
         let conn = &self.conn;
-        let mut outcomes = Vec::with_capacity(writes.len());
-        for (write, bodies) in writes {
-            exec(conn, "SAVEPOINT write_set").map_err(db("open a savepoint"))?;
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for Request { write, bodies, .. } in batch {
+            if guarded {
+                exec(conn, "SAVEPOINT write_set").map_err(db("open a savepoint"))?;
+            }
             let outcome = match apply(conn, write, bodies) {
-                Ok(record) => {
-                    exec(conn, "RELEASE write_set").map_err(db("release a savepoint"))?;
-                    Ok(record)
+                Ok(pruned_through) => Ok(pruned_through),
+                Err(refusal) if conn.is_autocommit() => {
+                    // SQLite rolled back the whole transaction (I/O error, disk full…): the
+                    // batch's earlier write sets are gone too.
+                    return Err(match refusal.error {
+                        CommitError::Store(e) => e,
+                        CommitError::Conflict => {
+                            StoreError("sqlite: the transaction was rolled back".into())
+                        }
+                    });
                 }
-                Err(e) => {
-                    if conn.is_autocommit() {
-                        // SQLite rolled back the whole transaction (I/O error, disk full…):
-                        // the batch's earlier write sets are gone too.
-                        return Err(match e {
-                            CommitError::Store(e) => e,
-                            CommitError::Conflict => {
-                                StoreError("sqlite: the transaction was rolled back".into())
-                            }
-                        });
+                Err(refusal) if refusal.wrote && !guarded => return Ok(None),
+                Err(refusal) => {
+                    if guarded {
+                        exec(conn, "ROLLBACK TO write_set").map_err(db("roll back a savepoint"))?;
                     }
-                    exec(conn, "ROLLBACK TO write_set")
-                        .and_then(|_| exec(conn, "RELEASE write_set"))
-                        .map_err(db("roll back a savepoint"))?;
-                    Err(e)
+                    Err(refusal.error)
                 }
             };
+            if guarded {
+                exec(conn, "RELEASE write_set").map_err(db("release a savepoint"))?;
+            }
             outcomes.push(outcome);
         }
-        Ok(outcomes)
+        Ok(Some(outcomes))
     }
 }
 
@@ -869,19 +892,60 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute([])
 }
 
-/// Apply one write set inside the batch's transaction (and its own savepoint).
+/// Why a write set was not applied, and whether it left changes in the open transaction.
+struct Refusal {
+    error: CommitError,
+    /// Some of the write set's rows were written before the failure: only a savepoint (or
+    /// rolling back the whole transaction) can take them back.
+    wrote: bool,
+}
+
+impl Refusal {
+    fn before_writing(error: impl Into<CommitError>) -> Self {
+        Self {
+            error: error.into(),
+            wrote: false,
+        }
+    }
+
+    fn after_writing(error: impl Into<CommitError>) -> Self {
+        Self {
+            error: error.into(),
+            wrote: true,
+        }
+    }
+}
+
+/// Apply one write set inside the batch's transaction; on success answer the instance's
+/// `history_pruned_through` as stored (the caller's record is updated with it afterwards).
 ///
 /// The fast path is one statement per row: the instance's `UPDATE` is conditional on the
 /// expected revision (zero rows changed means another commit came first), and each turn's
 /// upsert refuses to touch a finished turn or to change a message id (zero rows changed sends
 /// it to the detailed checks, which accept an identical finished turn and name what is wrong
 /// otherwise). A message id owned by another turn trips the unique index.
-fn apply(conn: &Connection, mut write: WriteSet, bodies: Bodies) -> Result<Applied, CommitError> {
-    let (ns, id) = (write.ns.clone(), write.id.clone());
-    let (ns, id) = (ns.as_str(), id.as_str());
-    let (Some(mut instance), Some(body)) = (write.instance.take(), bodies.instance) else {
-        return delete(conn, &write).map(|()| None);
+///
+/// The instance row is written first, so the common refusals (a revision conflict, an id
+/// already created) leave nothing behind; [`Refusal::wrote`] tells the caller when a later
+/// statement failed after earlier ones had changed rows.
+fn apply(conn: &Connection, write: &WriteSet, bodies: &Bodies) -> Result<u64, Refusal> {
+    let (Some(instance), Some(body)) = (&write.instance, &bodies.instance) else {
+        return delete(conn, write).map(|()| 0);
     };
+    let stored_pruned =
+        write_instance(conn, write, instance, body).map_err(Refusal::before_writing)?;
+    finish_write(conn, write, bodies, instance, stored_pruned).map_err(Refusal::after_writing)
+}
+
+/// The instance row of a write set: a conditional update, or the insert of a new instance.
+/// Answers the stored `history_pruned_through`. Changes nothing when it fails.
+fn write_instance(
+    conn: &Connection,
+    write: &WriteSet,
+    instance: &InstanceRecord,
+    body: &str,
+) -> Result<u64, CommitError> {
+    let (ns, id) = (write.ns.as_str(), write.id.as_str());
     let want = write.expected_revision.map_or(1, |r| r + 1);
     if instance.revision != want || instance.id != write.id || instance.ns != write.ns {
         return Err(StoreError(format!(
@@ -894,167 +958,195 @@ fn apply(conn: &Connection, mut write: WriteSet, bodies: Bodies) -> Result<Appli
     let pending = clamp_usize(instance.pending.len());
     // The store owns `history_pruned_through`: the caller's value is replaced by the stored one
     // (read back by the same statement), and the body re-encoded in the rare case they differ.
-    let stored_pruned: u64 = match write.expected_revision {
-        Some(expected) => {
-            let expected = int(expected, "revision")?;
-            let returned: Option<(i64, String, String)> = conn
-                .prepare_cached(
-                    // Type and version never change after creation; naming them here would
-                    // make SQLite rewrite their index entry on every write.
-                    "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, \
-                        body = ?6 \
-                     WHERE ns = ?1 AND id = ?2 AND revision = ?7 \
-                     RETURNING history_pruned_through, workflow_type, version",
-                )
-                .and_then(|mut s| {
-                    s.query_row(
-                        params![
-                            ns,
-                            id,
-                            revision,
-                            pending,
-                            instance.due_at_ms,
-                            body,
-                            expected
-                        ],
-                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                    )
-                    .optional()
-                })
-                .map_err(db(format_args!("write `{id}`")))?;
-            let Some((p, workflow_type, version)) = returned else {
-                return Err(CommitError::Conflict);
-            };
-            if workflow_type != instance.workflow_type || version != instance.version {
-                // Never done by the engine, allowed by the contract: the rare full update.
-                conn.prepare_cached(
-                    "UPDATE instances SET workflow_type = ?3, version = ?4 WHERE ns = ?1 AND id = ?2",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![ns, id, instance.workflow_type, instance.version])
-                })
-                .map_err(db(format_args!("write `{id}`")))?;
-            }
-            uint(p, "history_pruned_through")?
-        }
-        None => {
-            let inserted = conn
-                .prepare_cached(
-                    "INSERT INTO instances \
-                        (ns, id, workflow_type, version, revision, pending_count, due_at_ms, \
-                         history_pruned_through, body) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        ns,
-                        id,
-                        instance.workflow_type,
-                        instance.version,
-                        revision,
-                        pending,
-                        instance.due_at_ms,
-                        body
-                    ])
-                });
-            match inserted {
-                Ok(_) => 0,
-                Err(e) if is_constraint(&e) => return Err(CommitError::Conflict),
-                Err(e) => return Err(db(format_args!("create `{id}`"))(e).into()),
-            }
-        }
-    };
-    let mut rewrite = instance.history_pruned_through != stored_pruned;
-    instance.history_pruned_through = stored_pruned;
-
-    for (t, body) in write.turns.iter().zip(&bodies.turns) {
-        let number = int(t.number, "turn number")?;
-        // Update in place when the stored turn is unfinished with the same message id. Only a
-        // finishing write names the indexed `finished` columns, so the common write (a step, a
-        // claim, a heartbeat) touches the row alone and no index.
-        let updated = if t.is_finished() {
-            conn.prepare_cached(
-                "UPDATE turns SET finished = 1, finished_at_ms = ?5, body = ?6 \
-                 WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 AND finished = 0",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    ns,
-                    id,
-                    number,
-                    t.message_id,
-                    t.finished_at_ms,
-                    body
-                ])
-            })
-        } else {
-            conn.prepare_cached(
-                "UPDATE turns SET body = ?5 \
-                 WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 AND finished = 0",
-            )
-            .and_then(|mut s| s.execute(params![ns, id, number, t.message_id, body]))
-        }
-        .map_err(db(format_args!("write turn {} of `{id}`", t.number)))?;
-        if updated == 1 {
-            continue;
-        }
+    let Some(expected) = write.expected_revision else {
         let inserted = conn
             .prepare_cached(
-                "INSERT INTO turns (ns, id, number, message_id, finished, finished_at_ms, body) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO instances \
+                    (ns, id, workflow_type, version, revision, pending_count, due_at_ms, \
+                     history_pruned_through, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
             )
             .and_then(|mut s| {
                 s.execute(params![
                     ns,
                     id,
-                    number,
-                    t.message_id,
-                    t.is_finished(),
-                    t.finished_at_ms,
+                    instance.workflow_type,
+                    instance.version,
+                    revision,
+                    pending,
+                    instance.due_at_ms,
                     body
                 ])
             });
-        match inserted {
-            Ok(_) => {}
-            // The number is taken (finished, or another message id): the detailed checks decide.
-            Err(e) if is_constraint(&e) && turn_exists(conn, ns, id, number)? => {
-                refused_turn(conn, ns, id, t)?;
-            }
-            Err(e) if is_constraint(&e) => {
-                return Err(StoreError(format!(
-                    "message id `{}` is already another turn of `{id}`",
-                    t.message_id
-                ))
-                .into())
-            }
-            Err(e) => return Err(db(format_args!("write turn {} of `{id}`", t.number))(e).into()),
-        }
-    }
-
-    if let Some(r) = write.retention {
-        let pruned_through = prune(conn, ns, id, r)?;
-        if pruned_through > instance.history_pruned_through {
-            instance.history_pruned_through = pruned_through;
-            rewrite = true;
-        }
-    }
-    if rewrite {
-        // Rare: the mark moved (retention) or the caller's copy was off.
-        let body = encode(&instance, "an instance")?;
-        conn.prepare_cached(
-            "UPDATE instances SET history_pruned_through = ?3, body = ?4 WHERE ns = ?1 AND id = ?2",
+        return match inserted {
+            Ok(_) => Ok(0),
+            Err(e) if is_constraint(&e) => Err(CommitError::Conflict),
+            Err(e) => Err(db(format_args!("create `{id}`"))(e).into()),
+        };
+    };
+    let expected = int(expected, "revision")?;
+    // No `RETURNING` here: SQLite runs it as a trigger, which makes the statement keep a
+    // statement journal, allocated and freed on every write. Instead the `WHERE` clause also
+    // checks what the store owns or never changes (the pruning mark, type and version); when
+    // any of them differs the slow path below sorts it out. Type and version are not set:
+    // naming them would make SQLite rewrite their index entry on every write.
+    let changed = conn
+        .prepare_cached(
+            "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, body = ?6 \
+             WHERE ns = ?1 AND id = ?2 AND revision = ?7 AND history_pruned_through = ?8 \
+             AND workflow_type = ?9 AND version = ?10",
         )
         .and_then(|mut s| {
             s.execute(params![
                 ns,
                 id,
+                revision,
+                pending,
+                instance.due_at_ms,
+                body,
+                expected,
                 clamp_u64(instance.history_pruned_through),
-                body
+                instance.workflow_type,
+                instance.version,
             ])
         })
         .map_err(db(format_args!("write `{id}`")))?;
+    if changed == 1 {
+        return Ok(instance.history_pruned_through);
     }
-    Ok(Some((instance, write.turns)))
+    let stored: Option<(i64, i64)> = conn
+        .prepare_cached(
+            "SELECT revision, history_pruned_through FROM instances WHERE ns = ?1 AND id = ?2",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![ns, id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
+        .map_err(db(format_args!("read `{id}`")))?;
+    let Some((_, pruned)) = stored.filter(|(r, _)| *r == expected) else {
+        return Err(CommitError::Conflict);
+    };
+    // The revision matches, so the caller's pruning mark was off, or (never done by the
+    // engine, allowed by the contract) the type or version changes: the rare full update.
+    conn.prepare_cached(
+        "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, body = ?6, \
+            workflow_type = ?7, version = ?8 \
+         WHERE ns = ?1 AND id = ?2",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            ns,
+            id,
+            revision,
+            pending,
+            instance.due_at_ms,
+            body,
+            instance.workflow_type,
+            instance.version,
+        ])
+    })
+    .map_err(db(format_args!("write `{id}`")))?;
+    Ok(uint(pruned, "history_pruned_through")?)
+}
+
+/// The rest of a write set once its instance row is written: the turns, retention, and the
+/// rare rewrite of the instance body when `history_pruned_through` moved.
+fn finish_write(
+    conn: &Connection,
+    write: &WriteSet,
+    bodies: &Bodies,
+    instance: &InstanceRecord,
+    stored_pruned: u64,
+) -> Result<u64, CommitError> {
+    let (ns, id) = (write.ns.as_str(), write.id.as_str());
+    let mut pruned_through = stored_pruned;
+    for (t, body) in write.turns.iter().zip(&bodies.turns) {
+        write_turn(conn, ns, id, t, body)?;
+    }
+    if let Some(r) = write.retention {
+        pruned_through = pruned_through.max(prune(conn, ns, id, r)?);
+    }
+    if pruned_through != instance.history_pruned_through {
+        // Rare: the mark moved (retention) or the caller's copy was off.
+        let mut stored = instance.clone();
+        stored.history_pruned_through = pruned_through;
+        let body = encode(&stored, "an instance")?;
+        conn.prepare_cached(
+            "UPDATE instances SET history_pruned_through = ?3, body = ?4 WHERE ns = ?1 AND id = ?2",
+        )
+        .and_then(|mut s| s.execute(params![ns, id, clamp_u64(pruned_through), body]))
+        .map_err(db(format_args!("write `{id}`")))?;
+    }
+    Ok(pruned_through)
+}
+
+/// Write one turn row: update the unfinished stored turn in place, or insert a new one.
+fn write_turn(
+    conn: &Connection,
+    ns: &str,
+    id: &str,
+    t: &TurnRecord,
+    body: &str,
+) -> Result<(), CommitError> {
+    let number = int(t.number, "turn number")?;
+    // Update in place when the stored turn is unfinished with the same message id. Only a
+    // finishing write names the indexed `finished` columns, so the common write (a step, a
+    // claim, a heartbeat) touches the row alone and no index.
+    let updated = if t.is_finished() {
+        conn.prepare_cached(
+            "UPDATE turns SET finished = 1, finished_at_ms = ?5, body = ?6 \
+             WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 AND finished = 0",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                ns,
+                id,
+                number,
+                t.message_id,
+                t.finished_at_ms,
+                body
+            ])
+        })
+    } else {
+        conn.prepare_cached(
+            "UPDATE turns SET body = ?5 \
+             WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 AND finished = 0",
+        )
+        .and_then(|mut s| s.execute(params![ns, id, number, t.message_id, body]))
+    }
+    .map_err(db(format_args!("write turn {} of `{id}`", t.number)))?;
+    if updated == 1 {
+        return Ok(());
+    }
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO turns (ns, id, number, message_id, finished, finished_at_ms, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                ns,
+                id,
+                number,
+                t.message_id,
+                t.is_finished(),
+                t.finished_at_ms,
+                body
+            ])
+        });
+    match inserted {
+        Ok(_) => Ok(()),
+        // The number is taken (finished, or another message id): the detailed checks decide.
+        Err(e) if is_constraint(&e) && turn_exists(conn, ns, id, number)? => {
+            refused_turn(conn, ns, id, t)
+        }
+        Err(e) if is_constraint(&e) => Err(StoreError(format!(
+            "message id `{}` is already another turn of `{id}`",
+            t.message_id
+        ))
+        .into()),
+        Err(e) => Err(db(format_args!("write turn {} of `{id}`", t.number))(e).into()),
+    }
 }
 
 fn is_constraint(e: &rusqlite::Error) -> bool {
@@ -1062,20 +1154,26 @@ fn is_constraint(e: &rusqlite::Error) -> bool {
 }
 
 /// Delete an instance with its turns, if its revision is the expected one.
-fn delete(conn: &Connection, write: &WriteSet) -> Result<(), CommitError> {
+fn delete(conn: &Connection, write: &WriteSet) -> Result<(), Refusal> {
     let (ns, id) = (write.ns.as_str(), write.id.as_str());
     let stored: Option<i64> = conn
         .prepare_cached("SELECT revision FROM instances WHERE ns = ?1 AND id = ?2")
         .and_then(|mut s| s.query_row(params![ns, id], |r| r.get(0)).optional())
-        .map_err(db(format_args!("read the revision of `{id}`")))?;
-    let current = stored.map(|rev| uint(rev, "revision")).transpose()?;
-    check_revision(current, write)?;
+        .map_err(db(format_args!("read the revision of `{id}`")))
+        .map_err(Refusal::before_writing)?;
+    let current = stored
+        .map(|rev| uint(rev, "revision"))
+        .transpose()
+        .map_err(Refusal::before_writing)?;
+    check_revision(current, write).map_err(Refusal::before_writing)?;
     conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2")
         .and_then(|mut s| s.execute(params![ns, id]))
-        .map_err(db(format_args!("delete the turns of `{id}`")))?;
+        .map_err(db(format_args!("delete the turns of `{id}`")))
+        .map_err(Refusal::after_writing)?;
     conn.prepare_cached("DELETE FROM instances WHERE ns = ?1 AND id = ?2")
         .and_then(|mut s| s.execute(params![ns, id]))
-        .map_err(db(format_args!("delete `{id}`")))?;
+        .map_err(db(format_args!("delete `{id}`")))
+        .map_err(Refusal::after_writing)?;
     Ok(())
 }
 
@@ -1110,6 +1208,18 @@ fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result
 
 /// Apply retention; answer the newest turn number it deleted (0 when none).
 fn prune(conn: &Connection, ns: &str, id: &str, r: Retention) -> Result<u64, StoreError> {
+    // Most commits find nothing old enough: one probe of the age index says so, before the
+    // walk over the newest `keep_turns` turns below.
+    let any_old = conn
+        .prepare_cached(
+            "SELECT 1 FROM turns INDEXED BY turns_by_age \
+             WHERE ns = ?1 AND id = ?2 AND finished = 1 AND finished_at_ms < ?3",
+        )
+        .and_then(|mut s| s.exists(params![ns, id, r.keep_since_ms]))
+        .map_err(db(format_args!("look for old turns of `{id}`")))?;
+    if !any_old {
+        return Ok(0);
+    }
     // The newest `keep_turns` finished turns stay whatever their age: find the newest
     // turn number past them (an index walk of `keep_turns` entries).
     let cutoff: Option<i64> = conn
