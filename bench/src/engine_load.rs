@@ -209,6 +209,28 @@ pub struct LevelResult {
     pub latency: Summary,
     /// The store's counters over the measured turns (SQLite only).
     pub store: Option<Counters>,
+    /// CPU time the store's writer thread used over the measured turns (SQLite on Linux only).
+    /// Less sensitive to a noisy host than wall-clock rates, so it is the figure to compare
+    /// when judging a change to the write path.
+    pub writer_cpu: Option<Duration>,
+}
+
+/// Total CPU time so far of this process's threads named like the SQLite store's writer
+/// (`/proc/self/task/*/schedstat`, nanoseconds on the CPU); `None` where that is unavailable.
+fn writer_cpu() -> Option<Duration> {
+    let mut total = 0u64;
+    let mut found = false;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        // Thread names are cut to 15 bytes: "turnwise-sqlite-writer" reads "turnwise-sqlite".
+        if !comm.starts_with("turnwise-sqlite") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+        total += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+        found = true;
+    }
+    found.then(|| Duration::from_nanos(total))
 }
 
 /// One worker's identity.
@@ -288,6 +310,7 @@ pub async fn run_level(
     }
     warmed.wait().await;
     let before = setup.counters();
+    let cpu_before = writer_cpu();
     let started = Instant::now();
     go.wait().await;
     let mut samples = Vec::with_capacity(turns as usize);
@@ -300,6 +323,9 @@ pub async fn run_level(
         }
     }
     let elapsed = started.elapsed();
+    let writer_cpu = writer_cpu()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
     if let Some(e) = failure {
         return Err(e);
     }
@@ -310,6 +336,7 @@ pub async fn run_level(
         elapsed,
         latency: Summary::of(&mut samples),
         store,
+        writer_cpu,
     })
 }
 

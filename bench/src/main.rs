@@ -315,8 +315,8 @@ fn run_levels(
     dir: &Path,
     transport: Transport,
 ) -> Result<Vec<LevelResult>, BoxError> {
-    println!("|  c | turns | turns/s | steps/s | p50 turn | p99 turn | durable commits/turn | write sets/turn | batches/turn |");
-    println!("|---:|------:|--------:|--------:|---------:|---------:|---------------------:|----------------:|-------------:|");
+    println!("|  c | turns | turns/s | steps/s | p50 turn | p99 turn | durable commits/turn | write sets/turn | batches/turn | writer CPU/write set |");
+    println!("|---:|------:|--------:|--------:|---------:|---------:|---------------------:|----------------:|-------------:|---------------------:|");
     let mut levels = Vec::new();
     for &c in &args.concurrency {
         let name = match transport {
@@ -336,8 +336,14 @@ fn run_levels(
             ),
             None => ("n/a".into(), "n/a".into(), "n/a".into()),
         };
+        let writer = match (r.writer_cpu, r.store) {
+            (Some(cpu), Some(s)) if s.write_sets > 0 => {
+                format!("{:.1} µs", cpu.as_secs_f64() * 1e6 / s.write_sets as f64)
+            }
+            _ => "n/a".into(),
+        };
         println!(
-            "| {:>2} | {:>5} | {:>7} | {:>7} | {:>8} | {:>8} | {:>20} | {:>15} | {:>12} |",
+            "| {:>2} | {:>5} | {:>7} | {:>7} | {:>8} | {:>8} | {:>20} | {:>15} | {:>12} | {:>20} |",
             c,
             r.turns,
             count(rate(r.turns, r.elapsed)),
@@ -346,7 +352,8 @@ fn run_levels(
             ms(r.latency.p99),
             durable,
             sets,
-            batches
+            batches,
+            writer
         );
         levels.push(r);
     }
