@@ -158,11 +158,13 @@ impl SqliteOptions {
 /// One dedicated thread owns the only write connection. [`Store::commit`] hands it the
 /// [`WriteSet`] over a channel and waits for the answer. The thread takes the first request,
 /// drains whatever else is queued (up to [`SqliteOptions::max_batch`]) and applies the whole
-/// batch in one `BEGIN IMMEDIATE` transaction, each write set inside its own `SAVEPOINT`, so
-/// that a write set that conflicts or is refused is rolled back alone while its neighbours
-/// commit. The transaction is committed once, and every caller is answered only after that
-/// `COMMIT` returned: an acknowledged [`Durability::Durable`] write is on stable storage. If the
-/// `COMMIT` fails, every write set of the batch fails with [`CommitError::Store`].
+/// batch in one `BEGIN IMMEDIATE` transaction. A write set that conflicts is refused by its
+/// first statement and leaves nothing behind; one refused after writing rows sends the batch
+/// round again with a `SAVEPOINT` around each write set, so it is rolled back alone while its
+/// neighbours commit ([`SqliteStats::guarded_retries`] counts those rounds). The transaction
+/// is committed once, and every caller is answered only after that `COMMIT` returned: an
+/// acknowledged [`Durability::Durable`] write is on stable storage. If the `COMMIT` fails,
+/// every write set of the batch fails with [`CommitError::Store`].
 ///
 /// A batch made only of [`Durability::Relaxed`] write sets is committed with
 /// `PRAGMA synchronous=OFF`: in WAL mode it survives the death of the process, and the next
