@@ -251,6 +251,7 @@ contract!(
     conflicting_create,
     revision_advances_by_one,
     stale_revision_conflicts_and_writes_nothing,
+    type_and_version_can_change,
     delete_removes_instance_and_turns,
     turn_upsert_and_load,
     find_message,
@@ -308,6 +309,26 @@ async fn revision_advances_by_one(s: &dyn Store) {
     ok(s, write(inst("a", 2), Some(1), vec![])).await;
     ok(s, write(inst("a", 3), Some(2), vec![])).await;
     assert_eq!(load(s, "a").await.unwrap().revision, 3);
+}
+
+/// Never done by the engine, allowed by the contract: a write that moves an instance to
+/// another type and version; the filters follow it, and a stale one still conflicts.
+async fn type_and_version_can_change(s: &dyn Store) {
+    ok(s, create(typed("a", 1, "order", "v1"), vec![])).await;
+    ok(s, write(typed("a", 2, "invoice", "v2"), Some(1), vec![])).await;
+    assert_eq!(load(s, "a").await, Some(typed("a", 2, "invoice", "v2")));
+    let moved = s
+        .list_instances(NS, filter(Some("invoice"), Some("v2"), None, 10))
+        .await
+        .unwrap();
+    assert_eq!(ids(&moved), ["a"]);
+    let left = s
+        .list_instances(NS, filter(Some("order"), None, None, 10))
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    conflict(s, write(typed("a", 2, "order", "v1"), Some(1), vec![])).await;
+    assert_eq!(load(s, "a").await, Some(typed("a", 2, "invoice", "v2")));
 }
 
 async fn stale_revision_conflicts_and_writes_nothing(s: &dyn Store) {

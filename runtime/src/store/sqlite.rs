@@ -902,6 +902,19 @@ struct Refusal {
     wrote: bool,
 }
 
+/// Failures before anything was written.
+impl From<CommitError> for Refusal {
+    fn from(error: CommitError) -> Self {
+        Self::before_writing(error)
+    }
+}
+
+impl From<StoreError> for Refusal {
+    fn from(error: StoreError) -> Self {
+        Self::before_writing(error)
+    }
+}
+
 impl Refusal {
     fn before_writing(error: impl Into<CommitError>) -> Self {
         Self {
@@ -934,19 +947,18 @@ fn apply(conn: &Connection, write: &WriteSet, bodies: &Bodies) -> Result<u64, Re
     let (Some(instance), Some(body)) = (&write.instance, &bodies.instance) else {
         return delete(conn, write).map(|()| 0);
     };
-    let stored_pruned =
-        write_instance(conn, write, instance, body).map_err(Refusal::before_writing)?;
+    let stored_pruned = write_instance(conn, write, instance, body)?;
     finish_write(conn, write, bodies, instance, stored_pruned).map_err(Refusal::after_writing)
 }
 
 /// The instance row of a write set: a conditional update, or the insert of a new instance.
-/// Answers the stored `history_pruned_through`. Changes nothing when it fails.
+/// Answers the stored `history_pruned_through`. A refusal says whether rows were written.
 fn write_instance(
     conn: &Connection,
     write: &WriteSet,
     instance: &InstanceRecord,
     body: &str,
-) -> Result<u64, CommitError> {
+) -> Result<u64, Refusal> {
     let (ns, id) = (write.ns.as_str(), write.id.as_str());
     let want = write.expected_revision.map_or(1, |r| r + 1);
     if instance.revision != want || instance.id != write.id || instance.ns != write.ns {
@@ -982,7 +994,7 @@ fn write_instance(
             });
         return match inserted {
             Ok(_) => Ok(0),
-            Err(e) if is_constraint(&e) => Err(CommitError::Conflict),
+            Err(e) if is_constraint(&e) => Err(CommitError::Conflict.into()),
             Err(e) => Err(db(format_args!("create `{id}`"))(e).into()),
         };
     };
@@ -992,8 +1004,8 @@ fn write_instance(
     // checks what the store owns or never changes (the pruning mark, type and version); when
     // any of them differs the slow path below sorts it out. Type and version are not set:
     // naming them would make SQLite rewrite their index entry on every write.
-    let changed = conn
-        .prepare_cached(
+    let update = |pruned_through: i64, workflow_type: &str, version: &str| {
+        conn.prepare_cached(
             "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, body = ?6 \
              WHERE ns = ?1 AND id = ?2 AND revision = ?7 AND history_pruned_through = ?8 \
              AND workflow_type = ?9 AND version = ?10",
@@ -1007,47 +1019,50 @@ fn write_instance(
                 instance.due_at_ms,
                 body,
                 expected,
-                clamp_u64(instance.history_pruned_through),
-                instance.workflow_type,
-                instance.version,
+                pruned_through,
+                workflow_type,
+                version,
             ])
         })
-        .map_err(db(format_args!("write `{id}`")))?;
-    if changed == 1 {
+        .map_err(db(format_args!("write `{id}`")))
+    };
+    let guards = (&instance.workflow_type, &instance.version);
+    if update(
+        clamp_u64(instance.history_pruned_through),
+        guards.0,
+        guards.1,
+    )? == 1
+    {
         return Ok(instance.history_pruned_through);
     }
-    let stored: Option<(i64, i64)> = conn
+    let stored: Option<(i64, i64, String, String)> = conn
         .prepare_cached(
-            "SELECT revision, history_pruned_through FROM instances WHERE ns = ?1 AND id = ?2",
+            "SELECT revision, history_pruned_through, workflow_type, version \
+             FROM instances WHERE ns = ?1 AND id = ?2",
         )
         .and_then(|mut s| {
-            s.query_row(params![ns, id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
+            s.query_row(params![ns, id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()
         })
         .map_err(db(format_args!("read `{id}`")))?;
-    let Some((_, pruned)) = stored.filter(|(r, _)| *r == expected) else {
-        return Err(CommitError::Conflict);
+    let Some((_, pruned, workflow_type, version)) = stored.filter(|s| s.0 == expected) else {
+        return Err(CommitError::Conflict.into());
     };
     // The revision matches, so the caller's pruning mark was off, or (never done by the
-    // engine, allowed by the contract) the type or version changes: the rare full update.
-    conn.prepare_cached(
-        "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, body = ?6, \
-            workflow_type = ?7, version = ?8 \
-         WHERE ns = ?1 AND id = ?2",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            ns,
-            id,
-            revision,
-            pending,
-            instance.due_at_ms,
-            body,
-            instance.workflow_type,
-            instance.version,
-        ])
-    })
-    .map_err(db(format_args!("write `{id}`")))?;
+    // engine, allowed by the contract) the type or version changes: the rare slow path.
+    if update(pruned, &workflow_type, &version)? != 1 {
+        return Err(CommitError::Conflict.into());
+    }
+    if workflow_type != instance.workflow_type || version != instance.version {
+        conn.prepare_cached(
+            "UPDATE instances SET workflow_type = ?3, version = ?4 WHERE ns = ?1 AND id = ?2",
+        )
+        .and_then(|mut s| s.execute(params![ns, id, instance.workflow_type, instance.version]))
+        .map_err(db(format_args!("write `{id}`")))
+        .map_err(Refusal::after_writing)?;
+    }
     Ok(uint(pruned, "history_pruned_through")?)
 }
 
