@@ -862,7 +862,6 @@ impl Writer {
                 exec(conn, "SAVEPOINT write_set").map_err(db("open a savepoint"))?;
             }
             let outcome = match apply(conn, write, bodies) {
-                Ok(pruned_through) => Ok(pruned_through),
                 Err(refusal) if conn.is_autocommit() => {
                     // SQLite rolled back the whole transaction (I/O error, disk full…): the
                     // batch's earlier write sets are gone too.
@@ -874,13 +873,11 @@ impl Writer {
                     });
                 }
                 Err(refusal) if refusal.wrote && !guarded => return Ok(None),
-                Err(refusal) => {
-                    if guarded {
-                        exec(conn, "ROLLBACK TO write_set").map_err(db("roll back a savepoint"))?;
-                    }
-                    Err(refusal.error)
-                }
+                result => result.map_err(|refusal| refusal.error),
             };
+            if guarded && outcome.is_err() {
+                exec(conn, "ROLLBACK TO write_set").map_err(db("roll back a savepoint"))?;
+            }
             if guarded {
                 exec(conn, "RELEASE write_set").map_err(db("release a savepoint"))?;
             }
@@ -970,8 +967,9 @@ fn write_instance(
     }
     let revision = int(instance.revision, "revision")?;
     let pending = clamp_usize(instance.pending.len());
-    // The store owns `history_pruned_through`: the caller's value is replaced by the stored one
-    // (read back by the same statement), and the body re-encoded in the rare case they differ.
+    // The store owns `history_pruned_through`: the caller's value is checked against the
+    // stored one and replaced by it when they differ (the body is then re-encoded by
+    // `finish_write`).
     let Some(expected) = write.expected_revision else {
         let inserted = conn
             .prepare_cached(
@@ -1026,13 +1024,8 @@ fn write_instance(
         })
         .map_err(db(format_args!("write `{id}`")))
     };
-    let guards = (&instance.workflow_type, &instance.version);
-    if update(
-        clamp_u64(instance.history_pruned_through),
-        guards.0,
-        guards.1,
-    )? == 1
-    {
+    let pruned_through = clamp_u64(instance.history_pruned_through);
+    if update(pruned_through, &instance.workflow_type, &instance.version)? == 1 {
         return Ok(instance.history_pruned_through);
     }
     let stored: Option<(i64, i64, String, String)> = conn
@@ -1050,6 +1043,7 @@ fn write_instance(
     let Some((_, pruned, workflow_type, version)) = stored.filter(|s| s.0 == expected) else {
         return Err(CommitError::Conflict.into());
     };
+    let stored_pruned = uint(pruned, "history_pruned_through")?;
     // The revision matches, so the caller's pruning mark was off, or (never done by the
     // engine, allowed by the contract) the type or version changes: the rare slow path.
     if update(pruned, &workflow_type, &version)? != 1 {
@@ -1063,7 +1057,7 @@ fn write_instance(
         .map_err(db(format_args!("write `{id}`")))
         .map_err(Refusal::after_writing)?;
     }
-    Ok(uint(pruned, "history_pruned_through")?)
+    Ok(stored_pruned)
 }
 
 /// The rest of a write set once its instance row is written: the turns, retention, and the
