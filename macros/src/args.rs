@@ -8,21 +8,39 @@ use syn::{Expr, Lit, LitStr, Token};
 use crate::ctxt::Ctxt;
 use crate::duration;
 
-/// The arguments seen so far, to report a repeated one at its second use.
-#[derive(Default)]
+/// The arguments of one attribute seen so far: reports an unknown argument, and a repeated
+/// one at its second use.
 pub(crate) struct Seen {
+    /// The attribute, e.g. `#[step]`.
+    what: &'static str,
+    known: &'static [&'static str],
     names: Vec<String>,
 }
 
 impl Seen {
-    /// Record `name`; report it (and return false) when it came before.
-    pub(crate) fn first(&mut self, cx: &Ctxt, meta: &ParseNestedMeta, what: &str) -> bool {
+    pub(crate) fn new(what: &'static str, known: &'static [&'static str]) -> Self {
+        Self {
+            what,
+            known,
+            names: Vec::new(),
+        }
+    }
+
+    /// Whether `meta` is a known argument given for the first time. Otherwise it is reported,
+    /// its value skipped, and the caller goes on to the next argument.
+    pub(crate) fn admit(&mut self, cx: &Ctxt, meta: &ParseNestedMeta) -> bool {
+        let what = self.what;
+        if !self.known.iter().any(|k| meta.path.is_ident(k)) {
+            unknown(cx, meta, what, self.known);
+            return false;
+        }
         let name = path_name(&meta.path);
         if self.names.contains(&name) {
             cx.error_spanned_by(
                 &meta.path,
                 format!("duplicate `{what}` argument `{name}`; give it once"),
             );
+            skip_value(meta.input);
             return false;
         }
         self.names.push(name);

@@ -58,16 +58,10 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
 
     let mut name: Option<syn::LitStr> = None;
     let mut krate = None;
-    let mut seen = Seen::default();
+    let mut seen = Seen::new("#[signal]", ARGUMENTS);
     for attr in attrs.iter().filter(|a| a.path().is_ident("signal")) {
         let parsed = attr.parse_nested_meta(|meta| {
-            let what = "#[signal]";
-            if !ARGUMENTS.iter().any(|k| meta.path.is_ident(k)) {
-                args::unknown(&cx, &meta, what, ARGUMENTS);
-                return Ok(());
-            }
-            if !seen.first(&cx, &meta, what) {
-                args::skip_value(meta.input);
+            if !seen.admit(&cx, &meta) {
                 return Ok(());
             }
             if meta.path.is_ident("name") {

@@ -29,15 +29,9 @@ pub(crate) struct StepArgs {
 impl StepArgs {
     pub(crate) fn parse(cx: &Ctxt, tokens: TokenStream) -> Self {
         let mut out = StepArgs::default();
-        let mut seen = Seen::default();
+        let mut seen = Seen::new("#[step]", KNOWN);
         let parser = syn::meta::parser(|meta| {
-            let what = "#[step]";
-            if !KNOWN.iter().any(|k| meta.path.is_ident(k)) {
-                args::unknown(cx, &meta, what, KNOWN);
-                return Ok(());
-            }
-            if !seen.first(cx, &meta, what) {
-                args::skip_value(meta.input);
+            if !seen.admit(cx, &meta) {
                 return Ok(());
             }
             if meta.path.is_ident("kind") {

@@ -48,15 +48,9 @@ pub(crate) struct WorkflowArgs {
 impl WorkflowArgs {
     pub(crate) fn parse(cx: &Ctxt, tokens: TokenStream) -> Self {
         let mut out = WorkflowArgs::default();
-        let mut seen = Seen::default();
+        let mut seen = Seen::new("#[workflow]", KNOWN);
         let parser = syn::meta::parser(|meta| {
-            let what = "#[workflow]";
-            if !KNOWN.iter().any(|k| meta.path.is_ident(k)) {
-                args::unknown(cx, &meta, what, KNOWN);
-                return Ok(());
-            }
-            if !seen.first(cx, &meta, what) {
-                args::skip_value(meta.input);
+            if !seen.admit(cx, &meta) {
                 return Ok(());
             }
             if meta.path.is_ident("name") {
