@@ -118,3 +118,40 @@ impl TestEnv {
         self.run_until_idle().await
     }
 }
+
+/// Compare `actual` (a workflow's JSON Schema, say) with the snapshot committed at `path`,
+/// so that a change to what a workflow accepts on the wire is never made unreviewed. With
+/// `TURNWISE_BLESS` set in the environment the snapshot is first rewritten from `actual`.
+/// A trailing newline is added to `actual` if it has none.
+///
+/// ```no_run
+/// // In `tests/schema.rs`; bless with `TURNWISE_BLESS=1 cargo test --test schema`.
+/// # let my_workflow_schema_json = String::from("{}");
+/// let json = my_workflow_schema_json; // e.g. `my_workflow.schema().to_json()`
+/// turnwise::testing::assert_snapshot(&json, concat!(env!("CARGO_MANIFEST_DIR"), "/schema.json"));
+/// ```
+///
+/// # Panics
+///
+/// When `actual` differs from the snapshot or the snapshot is missing (the message names the
+/// file and how to bless it), and when blessing cannot write the file. It is an assertion.
+#[track_caller]
+pub fn assert_snapshot(actual: &str, path: impl AsRef<std::path::Path>) {
+    let path = path.as_ref();
+    let mut actual = actual.to_owned();
+    if !actual.ends_with('\n') {
+        actual.push('\n');
+    }
+    if std::env::var_os("TURNWISE_BLESS").is_some() {
+        if let Err(e) = std::fs::write(path, &actual) {
+            panic!("TURNWISE_BLESS: cannot write {}: {e}", path.display());
+        }
+    }
+    let want = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        actual == want,
+        "{} does not match: review the change, then rerun with TURNWISE_BLESS=1 to rewrite it\n\
+         --- snapshot\n{want}\n--- actual\n{actual}",
+        path.display()
+    );
+}

@@ -81,15 +81,7 @@ fn check(name: &str, json: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/schemas")
         .join(format!("{name}.json"));
-    let json = format!("{json}\n");
-    if std::env::var_os("TURNWISE_BLESS").is_some() {
-        std::fs::write(&path, &json).expect("the snapshot is writable");
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    assert_eq!(
-        json, want,
-        "{name}.json changed: review it, then rerun with TURNWISE_BLESS=1"
-    );
+    turnwise::testing::assert_snapshot(json, path);
 }
 
 #[test]

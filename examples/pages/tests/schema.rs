@@ -6,14 +6,6 @@ use example_pages::pages;
 #[test]
 fn the_schema_matches_its_snapshot() {
     let workflow = pages(example_pages::Paging::default());
-    let json = workflow.schema().to_json() + "\n";
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema.json");
-    if std::env::var_os("TURNWISE_BLESS").is_some() {
-        std::fs::write(&path, &json).expect("schema.json is writable");
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_default();
-    assert_eq!(
-        json, want,
-        "the schema changed: review it, then rerun with TURNWISE_BLESS=1"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.json");
+    turnwise::testing::assert_snapshot(&workflow.schema().to_json(), path);
 }
