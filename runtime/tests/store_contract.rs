@@ -61,36 +61,14 @@ fn due_at(id: &str, workflow_type: &str, version: &str, due: Option<Millis>) -> 
 
 /// An unfinished turn.
 fn turn(number: u64, message_id: &str) -> TurnRecord {
-    TurnRecord {
+    TurnRecord::queued(
         number,
-        message_id: message_id.into(),
-        message: json!({"n": number}),
-        origin: Some(MessageOrigin::new("app")),
-        status: TurnStatus::Queued,
-        attempt: 0,
-        sequence: 0,
-        created_at_ms: 2_000,
-        updated_at_ms: 2_000,
-        ready_at_ms: 2_000,
-        steps: Vec::new(),
-        result: Value::Null,
-        state_after: Value::Null,
-        continued_to: None,
-        error: None,
-        finished_at_ms: None,
-        operation: None,
-        last_operation: None,
-        signals: Vec::new(),
-        wait: None,
-        run: None,
-        worker: None,
-        token: None,
-        deadline_ms: None,
-        claims: 0,
-        effect_prefix: format!("e1-{number}"),
-        resume: false,
-        completion_digest: None,
-    }
+        message_id.into(),
+        json!({"n": number}),
+        Some(MessageOrigin::new("app")),
+        2_000,
+        format!("e1-{number}"),
+    )
 }
 
 /// A turn in history, finished at `at`.

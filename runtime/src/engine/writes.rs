@@ -50,36 +50,8 @@ pub(super) fn new_turn(
     origin: Option<MessageOrigin>,
     now: Millis,
 ) -> TurnRecord {
-    TurnRecord {
-        effect_prefix: rules::effect_prefix(inst, number, &message_id),
-        number,
-        message_id,
-        message,
-        origin,
-        status: TurnStatus::Queued,
-        attempt: 0,
-        sequence: 1,
-        created_at_ms: now,
-        updated_at_ms: now,
-        ready_at_ms: now,
-        steps: Vec::new(),
-        result: Value::Null,
-        state_after: Value::Null,
-        continued_to: None,
-        error: None,
-        finished_at_ms: None,
-        operation: None,
-        last_operation: None,
-        signals: Vec::new(),
-        wait: None,
-        run: None,
-        worker: None,
-        token: None,
-        deadline_ms: None,
-        claims: 0,
-        resume: false,
-        completion_digest: None,
-    }
+    let effect_prefix = rules::effect_prefix(inst, number, &message_id);
+    TurnRecord::queued(number, message_id, message, origin, now, effect_prefix)
 }
 
 /// Insert or replace a turn in a write list.

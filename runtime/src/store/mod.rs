@@ -138,6 +138,47 @@ pub struct TurnRecord {
 }
 
 impl TurnRecord {
+    /// A new turn for a message, queued at `now`: no attempt, no steps, no lease.
+    pub fn queued(
+        number: u64,
+        message_id: String,
+        message: Value,
+        origin: Option<MessageOrigin>,
+        now: Millis,
+        effect_prefix: String,
+    ) -> Self {
+        TurnRecord {
+            number,
+            message_id,
+            message,
+            origin,
+            status: TurnStatus::Queued,
+            attempt: 0,
+            sequence: 1,
+            created_at_ms: now,
+            updated_at_ms: now,
+            ready_at_ms: now,
+            steps: Vec::new(),
+            result: Value::Null,
+            state_after: Value::Null,
+            continued_to: None,
+            error: None,
+            finished_at_ms: None,
+            operation: None,
+            last_operation: None,
+            signals: Vec::new(),
+            wait: None,
+            run: None,
+            worker: None,
+            token: None,
+            deadline_ms: None,
+            claims: 0,
+            effect_prefix,
+            resume: false,
+            completion_digest: None,
+        }
+    }
+
     /// Whether the turn is in history.
     pub fn is_finished(&self) -> bool {
         self.finished_at_ms.is_some()
