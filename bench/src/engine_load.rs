@@ -64,6 +64,8 @@ pub struct Counters {
     pub durable_batches: u64,
     /// Write sets (engine commits) applied.
     pub write_sets: u64,
+    /// Of those, write sets appended to the store's journal instead of the tables.
+    pub journaled: u64,
 }
 
 impl From<SqliteStats> for Counters {
@@ -72,6 +74,7 @@ impl From<SqliteStats> for Counters {
             batches: s.batches,
             durable_batches: s.durable_batches,
             write_sets: s.write_sets,
+            journaled: s.journaled,
         }
     }
 }
@@ -82,6 +85,7 @@ impl Counters {
             batches: self.batches - before.batches,
             durable_batches: self.durable_batches - before.durable_batches,
             write_sets: self.write_sets - before.write_sets,
+            journaled: self.journaled - before.journaled,
         }
     }
 }

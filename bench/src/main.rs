@@ -315,8 +315,8 @@ fn run_levels(
     dir: &Path,
     transport: Transport,
 ) -> Result<Vec<LevelResult>, BoxError> {
-    println!("|  c | turns | turns/s | steps/s | p50 turn | p99 turn | durable commits/turn | write sets/turn | batches/turn | writer CPU/write set |");
-    println!("|---:|------:|--------:|--------:|---------:|---------:|---------------------:|----------------:|-------------:|---------------------:|");
+    println!("|  c | turns | turns/s | steps/s | p50 turn | p99 turn | durable commits/turn | write sets/turn | journaled/turn | batches/turn | writer CPU/write set |");
+    println!("|---:|------:|--------:|--------:|---------:|---------:|---------------------:|----------------:|---------------:|-------------:|---------------------:|");
     let mut levels = Vec::new();
     for &c in &args.concurrency {
         let name = match transport {
@@ -328,13 +328,14 @@ fn run_levels(
             args.store, transport, &path, c, args.turns, None,
         ))?;
         let per_turn = |n: u64| format!("{:.2}", n as f64 / r.turns.max(1) as f64);
-        let (durable, sets, batches) = match r.store {
+        let (durable, sets, journaled, batches) = match r.store {
             Some(s) => (
                 per_turn(s.durable_batches),
                 per_turn(s.write_sets),
+                per_turn(s.journaled),
                 per_turn(s.batches),
             ),
-            None => ("n/a".into(), "n/a".into(), "n/a".into()),
+            None => ("n/a".into(), "n/a".into(), "n/a".into(), "n/a".into()),
         };
         let writer = match (r.writer_cpu, r.store) {
             (Some(cpu), Some(s)) if s.write_sets > 0 => {
@@ -343,7 +344,7 @@ fn run_levels(
             _ => "n/a".into(),
         };
         println!(
-            "| {:>2} | {:>5} | {:>7} | {:>7} | {:>8} | {:>8} | {:>20} | {:>15} | {:>12} | {:>20} |",
+            "| {:>2} | {:>5} | {:>7} | {:>7} | {:>8} | {:>8} | {:>20} | {:>15} | {:>14} | {:>12} | {:>20} |",
             c,
             r.turns,
             count(rate(r.turns, r.elapsed)),
@@ -352,6 +353,7 @@ fn run_levels(
             ms(r.latency.p99),
             durable,
             sets,
+            journaled,
             batches,
             writer
         );

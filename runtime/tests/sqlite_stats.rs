@@ -57,6 +57,9 @@ async fn stats_count_batches_durable_batches_and_write_sets() {
             durable_batches: 2,
             write_sets: 3,
             guarded_retries: 0,
+            // The admission and the claim went to the journal (the create did not).
+            journaled: 2,
+            flushes: 0,
         }
     );
 

@@ -1039,64 +1039,87 @@ async fn sqlite_relaxed_and_durable_commits_persist() {
     assert_eq!(load_turn(&s, "r0", 1).await, Some(finished(1, "m", 3)));
 }
 
-/// A file written by schema version 1 (two full indexes over `finished`) opens: it is moved to
-/// version 2 (two partial indexes), and its instances and turns read as before.
+/// Files written by schema versions 1 (two full indexes over `finished`) and 2 (no journal)
+/// open: they are moved to version 3, and their instances and turns read as before.
 #[tokio::test]
-async fn sqlite_migrates_schema_version_1() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("store.db");
-    {
+async fn sqlite_migrates_older_schema_versions() {
+    // Turn 2 is the instance's one unfinished turn.
+    let busy = |revision| InstanceRecord {
+        pending: vec![2],
+        ..inst("a", revision)
+    };
+    for old in [1, 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        {
+            let s = open_sqlite(dir.path(), SqliteOptions::default()).await;
+            ok(&s, create(inst("a", 1), vec![turn(1, "m1"), turn(2, "m2")])).await;
+            ok(&s, write(busy(2), Some(1), vec![finished(1, "m1", 5_000)])).await;
+        }
+        {
+            // Put the file back as that version wrote it.
+            let conn = rusqlite::Connection::open(&path).unwrap();
+            conn.execute_batch("DROP TABLE journal; PRAGMA user_version = 2;")
+                .unwrap();
+            if old == 1 {
+                conn.execute_batch(
+                    "DROP INDEX turns_unfinished; DROP INDEX turns_finished_by_age;
+                     CREATE INDEX turns_by_finished ON turns (ns, id, finished, number);
+                     CREATE INDEX turns_by_age ON turns (ns, id, finished, finished_at_ms, number);
+                     PRAGMA user_version = 1;",
+                )
+                .unwrap();
+            }
+        }
         let s = open_sqlite(dir.path(), SqliteOptions::default()).await;
-        ok(&s, create(inst("a", 1), vec![turn(1, "m1"), turn(2, "m2")])).await;
-        ok(
-            &s,
-            write(inst("a", 2), Some(1), vec![finished(1, "m1", 5_000)]),
-        )
-        .await;
-    }
-    {
-        // Put the file back as version 1 wrote it.
+        assert_eq!(
+            numbers(&s.list_turns(NS, "a", all(false)).await.unwrap()),
+            [2]
+        );
+        assert_eq!(
+            numbers(&s.list_turns(NS, "a", all(true)).await.unwrap()),
+            [1]
+        );
+        assert_eq!(load(&s, "a").await, Some(busy(2)));
+        // Journaled writes (a running turn's) work on the migrated file.
+        ok(&s, write(busy(3), Some(2), vec![turn(2, "m2")])).await;
+        ok(&s, write(busy(4), Some(3), vec![turn(2, "m2")])).await;
+        assert!(s.stats().journaled >= 1, "from version {old}");
+        drop(s);
         let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "DROP INDEX turns_unfinished; DROP INDEX turns_finished_by_age;
-             CREATE INDEX turns_by_finished ON turns (ns, id, finished, number);
-             CREATE INDEX turns_by_age ON turns (ns, id, finished, finished_at_ms, number);
-             PRAGMA user_version = 1;",
-        )
-        .unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, 3);
+        let mut indexes: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'turns' AND sql IS NOT NULL ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        indexes.sort();
+        assert_eq!(
+            indexes,
+            [
+                "turns_by_message",
+                "turns_finished_by_age",
+                "turns_unfinished"
+            ]
+        );
+        let (body, journal): (String, i64) = conn
+            .query_row(
+                "SELECT body, (SELECT COUNT(*) FROM journal) FROM instances WHERE id = 'a'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert!(
+            body.contains("\"revision\":4"),
+            "the journal was written into the tables on close: {body}"
+        );
+        assert_eq!(journal, 0);
     }
-    let s = open_sqlite(dir.path(), SqliteOptions::default()).await;
-    assert_eq!(
-        numbers(&s.list_turns(NS, "a", all(false)).await.unwrap()),
-        [2]
-    );
-    assert_eq!(
-        numbers(&s.list_turns(NS, "a", all(true)).await.unwrap()),
-        [1]
-    );
-    assert_eq!(load(&s, "a").await, Some(inst("a", 2)));
-    drop(s);
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 2);
-    let mut indexes: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'turns' AND sql IS NOT NULL ORDER BY name")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    indexes.sort();
-    assert_eq!(
-        indexes,
-        [
-            "turns_by_message",
-            "turns_finished_by_age",
-            "turns_unfinished"
-        ]
-    );
 }
 
 #[tokio::test]

@@ -1,0 +1,987 @@
+//! The SQLite store; its design is documented on [`SqliteStore`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use tokio::sync::oneshot;
+
+use super::*;
+
+mod cache;
+mod schedule;
+mod writer;
+
+use cache::{Cache, Change, Verdict};
+use schedule::Schedule;
+use writer::{Bodies, Request, Writer, WriterConfig};
+
+/// An instance's address: namespace and id.
+type Key = (String, String);
+
+/// The schema version this code writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 3;
+/// `PRAGMA application_id` of a turnwise store: `"turn"` in ASCII.
+const APPLICATION_ID: i64 = 0x7475_726e;
+/// How long a connection waits for a lock held by another connection.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Idle read-only connections kept for reuse.
+const MAX_IDLE_READERS: usize = 4;
+/// `PRAGMA wal_autocheckpoint` (SQLite's default) outside relaxed-only stretches.
+const WAL_AUTOCHECKPOINT: u32 = 1000;
+/// Relaxed write sets in a row after which the writer checkpoints at the configured level.
+const RELAXED_CHECKPOINT_EVERY: usize = 4096;
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS instances (
+    ns TEXT NOT NULL,
+    id TEXT NOT NULL,
+    workflow_type TEXT NOT NULL,
+    version TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    pending_count INTEGER NOT NULL,
+    due_at_ms INTEGER,
+    history_pruned_through INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (ns, id)
+);
+CREATE INDEX IF NOT EXISTS instances_by_type
+    ON instances (ns, workflow_type, version, id);
+CREATE INDEX IF NOT EXISTS instances_by_due
+    ON instances (ns, workflow_type, version, due_at_ms, id);
+CREATE TABLE IF NOT EXISTS turns (
+    ns TEXT NOT NULL,
+    id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    message_id TEXT NOT NULL,
+    finished INTEGER NOT NULL,
+    finished_at_ms INTEGER,
+    body TEXT NOT NULL,
+    PRIMARY KEY (ns, id, number)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS turns_by_message
+    ON turns (ns, id, message_id);
+CREATE INDEX IF NOT EXISTS turns_unfinished
+    ON turns (ns, id, number) WHERE finished = 0;
+CREATE INDEX IF NOT EXISTS turns_finished_by_age
+    ON turns (ns, id, finished_at_ms, number) WHERE finished = 1;
+CREATE TABLE IF NOT EXISTS journal (
+    seq INTEGER PRIMARY KEY,
+    ns TEXT NOT NULL,
+    id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    instance TEXT NOT NULL,
+    turns TEXT NOT NULL
+);
+";
+
+/// The `PRAGMA synchronous` level used for durable commits.
+///
+/// The store always runs in WAL mode, where the levels mean:
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Synchronous {
+    /// `FULL`: the WAL is synced on every commit, so an acknowledged
+    /// [`Durability::Durable`] commit survives a power loss. The default.
+    #[default]
+    Full,
+    /// `NORMAL`: the WAL is synced only at checkpoints. Commits survive the death of the
+    /// process, but a power loss or operating-system crash may roll back the most recent ones.
+    Normal,
+    /// `OFF`: never synced. Commits survive the death of the process only; a power loss may
+    /// roll back any of them or, at a checkpoint, corrupt the file. For tests and throwaway data.
+    Off,
+}
+
+impl Synchronous {
+    fn sql(self) -> &'static str {
+        match self {
+            Synchronous::Full => "PRAGMA synchronous = FULL",
+            Synchronous::Normal => "PRAGMA synchronous = NORMAL",
+            Synchronous::Off => "PRAGMA synchronous = OFF",
+        }
+    }
+}
+
+/// Settings for [`SqliteStore::open_with`]. Start from [`Default`] and adjust with the
+/// `with_*` methods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// The sync level for batches holding a [`Durability::Durable`] write set (default
+    /// [`Synchronous::Full`]). Batches of only relaxed write sets always use `OFF`.
+    pub synchronous: Synchronous,
+    /// At most this many write sets are committed in one transaction (default 256; 0 counts
+    /// as 1).
+    pub max_batch: usize,
+    /// About how many decoded instances the read cache keeps (default 10 000; 0 disables it,
+    /// and with it the journal).
+    pub cache_instances: usize,
+    /// A running turn's writes are appended to a journal and written into the tables later,
+    /// at the latest once this many were journaled (default 4096; 0 disables the journal and
+    /// writes every write set into the tables at once). See [`SqliteStore`].
+    pub journal_rows: usize,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            synchronous: Synchronous::Full,
+            max_batch: 256,
+            cache_instances: 10_000,
+            journal_rows: 4096,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets [`synchronous`](Self::synchronous).
+    pub fn with_synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// Sets [`max_batch`](Self::max_batch).
+    pub fn with_max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch;
+        self
+    }
+
+    /// Sets [`journal_rows`](Self::journal_rows).
+    pub fn with_journal_rows(mut self, journal_rows: usize) -> Self {
+        self.journal_rows = journal_rows;
+        self
+    }
+
+    /// Sets [`cache_instances`](Self::cache_instances).
+    pub fn with_cache_instances(mut self, cache_instances: usize) -> Self {
+        self.cache_instances = cache_instances;
+        self
+    }
+}
+
+/// A [`Store`] in one SQLite file (WAL mode), written by one thread with group commit.
+///
+/// Cloning gives another handle to the same store. When the last handle is dropped, the
+/// writer thread finishes its batch and closes the file.
+///
+/// # Layout
+///
+/// - `instances(ns, id, workflow_type, version, revision, pending_count, due_at_ms,
+///   history_pruned_through, body)`: one row per instance; `body` is the [`InstanceRecord`] as
+///   JSON, the other columns are copies the queries need (schedule index, filters, counts).
+/// - `turns(ns, id, number, message_id, finished, finished_at_ms, body)`: one row per kept
+///   turn, unique by `(ns, id, number)` and by `(ns, id, message_id)`, with two partial indexes:
+///   unfinished turns by number (the inbox) and finished ones by age (retention). A turn enters
+///   each of them once, so the writes of a running turn touch no index at all.
+///
+/// The schema version is kept in `PRAGMA user_version` (now 2); a version-1 file is migrated
+/// when opened (its two full `finished` indexes are replaced by the partial ones).
+///
+/// Records are stored as `serde_json` text; with the `arbitrary_precision` feature numbers
+/// round-trip exactly as written (`1.10` stays `1.10`).
+///
+/// # Writes
+///
+/// One dedicated thread owns the only write connection. [`Store::commit`] hands it the
+/// [`WriteSet`] over a channel and waits for the answer. The thread takes the first request,
+/// drains whatever else is queued (up to [`SqliteOptions::max_batch`]) and applies the whole
+/// batch in one `BEGIN IMMEDIATE` transaction. A write set that conflicts is refused by its
+/// first statement and leaves nothing behind; one refused after writing rows sends the batch
+/// round again with a `SAVEPOINT` around each write set, so it is rolled back alone while its
+/// neighbours commit ([`SqliteStats::guarded_retries`] counts those rounds). The transaction
+/// is committed once, and every caller is answered only after that `COMMIT` returned: an
+/// acknowledged [`Durability::Durable`] write is on stable storage. If the `COMMIT` fails,
+/// every write set of the batch fails with [`CommitError::Store`].
+///
+/// A batch made only of [`Durability::Relaxed`] write sets is committed with
+/// `PRAGMA synchronous=OFF`: in WAL mode it survives the death of the process, and the next
+/// durable commit syncs it too. WAL checkpoints never run at `OFF` (an unsynced checkpoint
+/// could lose earlier durable commits on power loss): they wait for the next durable batch, or
+/// for the writer's own checkpoint at the configured level after a long relaxed-only run.
+///
+/// # Reads
+///
+/// Reads run on a small pool of read-only connections through
+/// [`tokio::task::spawn_blocking`], so they never block the async runtime and never wait for
+/// the writer (WAL readers see the last committed state). [`Store::load_instance`] is served
+/// from a bounded write-through cache of decoded instances when possible.
+///
+/// # One writer per file
+///
+/// A file must be written by one [`SqliteStore`] at a time: one process, and one `open` per
+/// file inside it (clone the handle to share it). The store keeps a cache that only its own
+/// writer updates; a second writer on the same file would make that cache stale. SQLite's own
+/// locking keeps the file consistent regardless, but such a setup is not supported.
+#[derive(Clone)]
+pub struct SqliteStore {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.shared.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Open (or create) the store at `path` with the default [`SqliteOptions`].
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// Open (or create) the store at `path`.
+    ///
+    /// Creates the file and its schema if missing, switches it to WAL mode and starts the
+    /// writer thread. Fails if the file is not a turnwise store or has a schema newer than this
+    /// version of turnwise understands.
+    pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
+        let path = path.to_path_buf();
+        let opened = {
+            let path = path.clone();
+            let synchronous = options.synchronous;
+            tokio::task::spawn_blocking(move || {
+                let conn = open_writer(&path, synchronous)?;
+                replay_journal(&conn, &path)?;
+                let schedule = Schedule::load(&conn)?;
+                Ok::<_, StoreError>((conn, schedule))
+            })
+            .await
+            .map_err(|e| StoreError(format!("sqlite: open task failed: {e}")))??
+        };
+        let (conn, schedule) = opened;
+        let schedule = Arc::new(schedule);
+        let cache = Arc::new(Cache::new(options.cache_instances));
+        let (tx, rx) = mpsc::channel();
+        let stats = Arc::new(StatsCounters::default());
+        let writer = Writer::new(
+            conn,
+            rx,
+            cache.clone(),
+            schedule.clone(),
+            stats.clone(),
+            WriterConfig {
+                synchronous: options.synchronous,
+                max_batch: options.max_batch,
+                journal_rows: options.journal_rows,
+            },
+        );
+        let thread = std::thread::Builder::new()
+            .name("turnwise-sqlite-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| StoreError(format!("sqlite: start the writer thread: {e}")))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                path,
+                tx: Some(tx),
+                thread: Some(thread),
+                readers: Mutex::new(Vec::new()),
+                cache,
+                schedule,
+                stats,
+            }),
+        })
+    }
+
+    /// The writer's cumulative counters since this store was opened (shared by its clones).
+    ///
+    /// A commit is counted before its caller is answered, so a commit that has returned is
+    /// always included.
+    pub fn stats(&self) -> SqliteStats {
+        let s = &self.shared.stats;
+        SqliteStats {
+            batches: s.batches.load(Ordering::Acquire),
+            durable_batches: s.durable_batches.load(Ordering::Acquire),
+            write_sets: s.write_sets.load(Ordering::Acquire),
+            guarded_retries: s.guarded_retries.load(Ordering::Acquire),
+            journaled: s.journaled.load(Ordering::Acquire),
+            flushes: s.flushes.load(Ordering::Acquire),
+        }
+    }
+
+    /// Run `f` on a read-only connection on the blocking pool.
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || shared.with_reader(f))
+            .await
+            .map_err(|e| StoreError(format!("sqlite: read task failed: {e}")))?
+    }
+
+    /// Like [`SqliteStore::read`], for reads that merge rows of the tables with the dirty
+    /// (journaled) records of [`Cache`]: `take` copies what the read needs of the dirty
+    /// entries, then `f` reads the tables with it, then `fix` may touch the result up with the
+    /// dirty entries as they are by then. The result is kept only if no dirty instance's rows
+    /// were written into the tables in between; otherwise it is all done again (such commits
+    /// are rare and short).
+    async fn read_merged<S, T, A, F, G>(&self, take: A, f: F, fix: G) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        A: Fn(&cache::Dirty<'_>) -> S + Send + 'static,
+        F: Fn(&Connection, S) -> Result<T, StoreError> + Send + 'static,
+        G: Fn(&cache::Dirty<'_>, &mut T) + Send + 'static,
+    {
+        let shared = self.shared.clone();
+        self.read(move |conn| {
+            let give_up = std::time::Instant::now() + MERGE_PATIENCE;
+            while std::time::Instant::now() < give_up {
+                let Some((mark, taken)) = shared.cache.before_read(&take) else {
+                    // The writer is committing dirty rows into the tables: a moment.
+                    std::thread::sleep(Duration::from_micros(50));
+                    continue;
+                };
+                let mut out = f(conn, taken)?;
+                if shared.cache.unchanged(mark, &mut out, &fix) {
+                    return Ok(out);
+                }
+            }
+            Err(StoreError(
+                "sqlite: the journal was being written into the tables during every attempt \
+                 at a read for a second; try again"
+                    .into(),
+            ))
+        })
+        .await
+    }
+}
+
+/// How long a merging read keeps trying (see [`SqliteStore::read_merged`]).
+const MERGE_PATIENCE: Duration = Duration::from_secs(1);
+
+struct Shared {
+    path: PathBuf,
+    // The writer's inbox; taken in `drop` to stop the writer.
+    tx: Option<mpsc::Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+    readers: Mutex<Vec<Connection>>,
+    cache: Arc<Cache>,
+    schedule: Arc<Schedule>,
+    stats: Arc<StatsCounters>,
+}
+
+/// Cumulative counters of a [`SqliteStore`]'s writer thread, from [`SqliteStore::stats`].
+///
+/// Compare two snapshots to see how the store worked over a stretch: for instance
+/// `durable_batches` per unit of work is the number of syncs it cost, and `write_sets /
+/// batches` is how much group commit shared each transaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SqliteStats {
+    /// Write transactions committed (one per group-commit batch).
+    pub batches: u64,
+    /// Of those, batches holding at least one [`Durability::Durable`] write set, committed at
+    /// the configured [`Synchronous`] level: with [`Synchronous::Full`], one WAL sync each.
+    /// The others held only relaxed write sets and were committed without a sync.
+    pub durable_batches: u64,
+    /// Write sets applied by committed batches (conflicting or refused ones are not counted).
+    pub write_sets: u64,
+    /// Batches applied a second time with a savepoint around each write set, because one of
+    /// their write sets was refused after it had written rows (see [`SqliteStore`]). Rare:
+    /// revision conflicts are refused before anything is written.
+    pub guarded_retries: u64,
+    /// Of the applied write sets, those appended to the journal instead of written into the
+    /// tables (a running turn's writes, see [`SqliteStore`]).
+    pub journaled: u64,
+    /// Times the journal was emptied by writing its rows into the tables.
+    pub flushes: u64,
+}
+
+/// The writer's counters, shared with the store handles.
+#[derive(Debug, Default)]
+struct StatsCounters {
+    batches: AtomicU64,
+    durable_batches: AtomicU64,
+    write_sets: AtomicU64,
+    guarded_retries: AtomicU64,
+    journaled: AtomicU64,
+    flushes: AtomicU64,
+}
+
+impl Shared {
+    fn with_reader<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let idle = lock(&self.readers).pop();
+        let mut conn = match idle {
+            Some(c) => c,
+            None => open_reader(&self.path)?,
+        };
+        let out = f(&mut conn);
+        // A failed multi-statement read may leave its transaction open; close it or drop the
+        // connection.
+        let healthy = conn.is_autocommit() || conn.execute_batch("ROLLBACK").is_ok();
+        if healthy {
+            let mut idle = lock(&self.readers);
+            if idle.len() < MAX_IDLE_READERS {
+                idle.push(conn);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Close the readers first so that the writer is the file's last connection and
+        // checkpoints the WAL as it closes. (No read is running: each holds a handle.)
+        lock(&self.readers).clear();
+        // Closing the channel stops the writer after its current batch; wait for it so the
+        // file is closed when the last handle is gone.
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Lock a mutex, ignoring poisoning: every critical section here leaves its data consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Map a rusqlite error to a [`StoreError`] saying what was being done.
+fn db(what: impl fmt::Display) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |e| StoreError(format!("sqlite: {what}: {e}"))
+}
+
+/// A stored integer from a `u64`; the file keeps signed 64-bit integers.
+fn int(n: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(n).map_err(|_| StoreError(format!("sqlite: {what} {n} is out of range")))
+}
+
+/// A read cursor as a stored integer: nothing stored is above `i64::MAX`.
+fn clamp_u64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A count or `LIMIT` as a stored integer.
+fn clamp_usize(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn uint(n: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|_| StoreError(format!("sqlite: stored {what} {n} is negative")))
+}
+
+fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError(format!("sqlite: encode {what}: {e}")))
+}
+
+fn decode_instance(body: &str) -> Result<InstanceRecord, StoreError> {
+    serde_json::from_str(body).map_err(|e| StoreError(format!("sqlite: decode an instance: {e}")))
+}
+
+fn decode_turn(body: &str) -> Result<TurnRecord, StoreError> {
+    serde_json::from_str(body).map_err(|e| StoreError(format!("sqlite: decode a turn: {e}")))
+}
+
+fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(db(format_args!("set busy_timeout on {}", path.display())))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(())
+}
+
+/// Open the write connection: WAL mode, schema checked or created.
+fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
+    let shown = path.display();
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(db(format_args!("open {shown}")))?;
+    configure(&conn, path)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(db(format_args!("switch {shown} to WAL mode")))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError(format!(
+            "sqlite: {shown} cannot use WAL mode (journal_mode is `{mode}`)"
+        )));
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .map_err(db(format_args!("lock {shown}")))?;
+    let checked = check_schema(&conn, path);
+    let end = if checked.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    conn.execute_batch(end)
+        .map_err(db(format_args!("create the schema of {shown}")))?;
+    checked?;
+    conn.execute_batch(synchronous.sql())
+        .map_err(db("set synchronous"))?;
+    Ok(conn)
+}
+
+/// Inside a write transaction: refuse foreign or newer files, create the schema if missing.
+fn check_schema(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let shown = path.display();
+    let read = |pragma: &str| -> Result<i64, StoreError> {
+        conn.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
+            .map_err(db(format_args!("read {pragma} of {shown}")))
+    };
+    let app = read("application_id")?;
+    let version = read("user_version")?;
+    if app != APPLICATION_ID && (app != 0 || version != 0) {
+        return Err(StoreError(format!(
+            "sqlite: {shown} is not a turnwise store (application_id {app}, user_version {version})"
+        )));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError(format!(
+            "sqlite: {shown} has schema version {version}, newer than the version {SCHEMA_VERSION} \
+             this turnwise understands; open it with a newer turnwise"
+        )));
+    }
+    if version == 1 {
+        // Version 1 indexed every turn twice by `finished`; version 2 keeps two partial
+        // indexes instead (unfinished turns by number, finished ones by age), which a turn's
+        // writes touch less often. Same tables, same rows.
+        conn.execute_batch(
+            "DROP INDEX IF EXISTS turns_by_finished; DROP INDEX IF EXISTS turns_by_age;",
+        )
+        .map_err(db(format_args!("migrate {shown} from schema version 1")))?;
+    }
+    conn.execute_batch(SCHEMA)
+        .map_err(db(format_args!("create the schema of {shown}")))?;
+    if version != SCHEMA_VERSION || app != APPLICATION_ID {
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+        ))
+        .map_err(db(format_args!("stamp the schema version of {shown}")))?;
+    }
+    Ok(())
+}
+
+/// On open: write what the journal holds into the tables and empty it.
+///
+/// The journal holds the running turns' writes committed since its last flush, oldest first
+/// (see [`SqliteStore`]). A row whose revision is not above its instance's stored one was
+/// already written into the tables (a later direct write carried it along) and is skipped;
+/// of the rest, the newest instance row and the newest version of each turn are written.
+fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let shown = path.display();
+    exec_sql(conn, "BEGIN IMMEDIATE").map_err(db(format_args!("lock {shown}")))?;
+    let replayed = (|| {
+        let rows: Vec<(String, String, i64, String, String)> = conn
+            .prepare("SELECT ns, id, revision, instance, turns FROM journal ORDER BY seq")
+            .and_then(|mut s| {
+                s.query_map([], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
+                .collect()
+            })
+            .map_err(db(format_args!("read the journal of {shown}")))?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // Per instance: the stored revision, the newest journaled instance, the newest turns.
+        type Newest = (
+            u64,
+            Option<InstanceRecord>,
+            Option<String>,
+            HashMap<u64, (TurnRecord, String)>,
+        );
+        let mut newest: HashMap<Key, Newest> = HashMap::new();
+        for (ns, id, revision, instance, turns) in rows {
+            let revision = uint(revision, "journal revision")?;
+            let key = (ns, id);
+            if !newest.contains_key(&key) {
+                let stored: Option<i64> = conn
+                    .prepare_cached("SELECT revision FROM instances WHERE ns = ?1 AND id = ?2")
+                    .and_then(|mut s| s.query_row(params![key.0, key.1], |r| r.get(0)).optional())
+                    .map_err(db(format_args!("read `{}`", key.1)))?;
+                let Some(stored) = stored else {
+                    continue; // deleted since: nothing to write
+                };
+                newest.insert(
+                    key.clone(),
+                    (uint(stored, "revision")?, None, None, HashMap::new()),
+                );
+            }
+            let Some(entry) = newest.get_mut(&key) else {
+                continue;
+            };
+            if revision <= entry.0 {
+                continue;
+            }
+            let record = decode_instance(&instance)?;
+            let turns: Vec<TurnRecord> = serde_json::from_str(&turns)
+                .map_err(|e| StoreError(format!("sqlite: decode a journaled turn: {e}")))?;
+            for t in turns {
+                let body = encode(&t, "a turn")?;
+                entry.3.insert(t.number, (t, body));
+            }
+            entry.1 = Some(record);
+            entry.2 = Some(instance);
+        }
+        for ((ns, id), (_, record, body, turns)) in newest {
+            let (Some(record), Some(body)) = (record, body) else {
+                continue;
+            };
+            writer::put_rows(
+                conn,
+                &ns,
+                &id,
+                (
+                    record.revision,
+                    clamp_usize(record.pending.len()),
+                    record.due_at_ms,
+                    &body,
+                ),
+                turns.values().map(|(t, b)| writer::TurnRow::of(t, b)),
+            )?;
+        }
+        exec_sql(conn, "DELETE FROM journal")
+            .map_err(db(format_args!("empty the journal of {shown}")))?;
+        Ok(())
+    })();
+    let end = if replayed.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    exec_sql(conn, end).map_err(db(format_args!("replay the journal of {shown}")))?;
+    replayed
+}
+
+fn exec_sql(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.execute_batch(sql)
+}
+
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(db(format_args!("open {} for reading", path.display())))?;
+    configure(&conn, path)?;
+    Ok(conn)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+fn load_turn_row(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Option<TurnRecord>, StoreError> {
+    let body: Option<String> = conn
+        .prepare_cached(sql)
+        .and_then(|mut s| s.query_row(params, |r| r.get(0)).optional())
+        .map_err(db("read a turn"))?;
+    body.as_deref().map(decode_turn).transpose()
+}
+
+/// Deduplicated `(type, version)` pairs, so an instance is listed once.
+fn distinct(workflows: &[WorkflowRef]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = workflows
+        .iter()
+        .map(|w| (w.workflow_type.clone(), w.version.clone()))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn load_instance(
+        &self,
+        ns: &str,
+        id: &str,
+    ) -> Result<Option<InstanceRecord>, StoreError> {
+        let key = (ns.to_owned(), id.to_owned());
+        let gen = match self.shared.cache.get(&key) {
+            Ok(record) => return Ok(Some(record)),
+            Err(gen) => gen,
+        };
+        let shared = self.shared.clone();
+        self.read(move |conn| {
+            let body: Option<String> = conn
+                .prepare_cached("SELECT body FROM instances WHERE ns = ?1 AND id = ?2")
+                .and_then(|mut s| s.query_row(params![key.0, key.1], |r| r.get(0)).optional())
+                .map_err(db(format_args!("read `{}`", key.1)))?;
+            let Some(body) = body else {
+                return Ok(None);
+            };
+            let record = decode_instance(&body)?;
+            shared.cache.fill(key, record.clone(), gen);
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn load_turn(
+        &self,
+        ns: &str,
+        id: &str,
+        number: u64,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        // One owned key serves the cache lookup and, on a miss, moves into the read.
+        let key = (ns.to_owned(), id.to_owned());
+        if let Some(t) = self.shared.cache.turn(&key, number) {
+            return Ok(Some(t));
+        }
+        let (ns, id) = key;
+        let Ok(number) = i64::try_from(number) else {
+            return Ok(None); // never stored
+        };
+        self.read(move |conn| {
+            load_turn_row(
+                conn,
+                "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
+                params![ns, id, number],
+            )
+        })
+        .await
+    }
+
+    async fn find_message(
+        &self,
+        ns: &str,
+        id: &str,
+        message_id: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let key = (ns.to_owned(), id.to_owned());
+        let message_id = message_id.to_owned();
+        let at = message_id.clone();
+        // A journaled turn is found in the cache; any other is in the tables, whose row for it
+        // no flush changes (message ids never change, and the journal takes no deletes).
+        self.read_merged(
+            move |dirty| dirty.turn_by_message(&key, &at).cloned().ok_or(key.clone()),
+            move |conn, taken| match taken {
+                Ok(journaled) => Ok(Some(journaled)),
+                Err((ns, id)) => load_turn_row(
+                    conn,
+                    "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND message_id = ?3",
+                    params![ns, id, message_id],
+                ),
+            },
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn list_turns(
+        &self,
+        ns: &str,
+        id: &str,
+        range: TurnRange,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        if range.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let key = (ns.to_owned(), id.to_owned());
+        let (ns, id) = key.clone();
+        // Turn numbers are never negative, so -1 means "from the start".
+        let after = range.after.map_or(-1, clamp_u64);
+        self.read_merged(
+            move |dirty| dirty.turns(&key),
+            move |conn, journaled| {
+                // `finished` is spelled out, not bound, so that the planner can use the
+                // partial index of unfinished turns. Journaled turns come from the cache, in
+                // place of whatever the tables hold for their numbers.
+                let sql = if range.finished {
+                    "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND finished = 1 \
+                     AND number > ?3 AND number NOT IN (SELECT value FROM json_each(?5)) \
+                     ORDER BY number LIMIT ?4"
+                } else {
+                    "SELECT body FROM turns INDEXED BY turns_unfinished \
+                     WHERE ns = ?1 AND id = ?2 AND finished = 0 \
+                     AND number > ?3 AND number NOT IN (SELECT value FROM json_each(?5)) \
+                     ORDER BY number LIMIT ?4"
+                };
+                let journaled = journaled.map_or_else(Vec::new, |j| j.turns);
+                let numbers: Vec<u64> = journaled.iter().map(|t| t.number).collect();
+                let numbers = encode(&numbers, "turn numbers")?;
+                let bodies: Vec<String> = conn
+                    .prepare_cached(sql)
+                    .and_then(|mut s| {
+                        s.query_map(
+                            params![ns, id, after, clamp_usize(range.limit), numbers],
+                            |r| r.get(0),
+                        )?
+                        .collect()
+                    })
+                    .map_err(db(format_args!("list the turns of `{id}`")))?;
+                let mut listed = bodies
+                    .iter()
+                    .map(|b| decode_turn(b))
+                    .collect::<Result<Vec<_>, _>>()?;
+                listed.extend(
+                    journaled.into_iter().filter(|t| {
+                        t.is_finished() == range.finished && clamp_u64(t.number) > after
+                    }),
+                );
+                listed.sort_unstable_by_key(|t| t.number);
+                listed.truncate(range.limit);
+                Ok(listed)
+            },
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn list_instances(
+        &self,
+        ns: &str,
+        filter: InstanceFilter,
+    ) -> Result<Vec<InstanceRecord>, StoreError> {
+        if filter.limit == 0 {
+            return Ok(Vec::new());
+        }
+        // Only the conditions in use, so the planner can seek on the cursor.
+        let mut sql = String::from("SELECT body FROM instances WHERE ns = ?1");
+        if filter.workflow_type.is_some() {
+            sql.push_str(" AND workflow_type = ?2");
+        }
+        if filter.version.is_some() {
+            sql.push_str(" AND version = ?3");
+        }
+        if filter.after.is_some() {
+            sql.push_str(" AND id > ?4");
+        }
+        sql.push_str(" ORDER BY id LIMIT ?5");
+        let ns = ns.to_owned();
+        let at = ns.clone();
+        self.read_merged(
+            |_| (),
+            move |conn, ()| {
+                let bodies: Vec<String> = conn
+                    .prepare_cached(&sql)
+                    .and_then(|mut s| {
+                        s.query_map(
+                            params![
+                                at,
+                                filter.workflow_type,
+                                filter.version,
+                                filter.after,
+                                clamp_usize(filter.limit)
+                            ],
+                            |r| r.get(0),
+                        )?
+                        .collect()
+                    })
+                    .map_err(db("list instances"))?;
+                bodies.iter().map(|b| decode_instance(b)).collect()
+            },
+            move |dirty, listed: &mut Vec<InstanceRecord>| {
+                if dirty.is_empty() {
+                    return;
+                }
+                for r in listed {
+                    match dirty.instance(&(ns.clone(), r.id.clone())) {
+                        Some(newer) if newer.revision > r.revision => r.clone_from(newer),
+                        _ => {}
+                    }
+                }
+            },
+        )
+        .await
+    }
+
+    async fn count_instances(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: Option<&str>,
+    ) -> Result<(u64, u64), StoreError> {
+        let (ns, workflow_type) = (ns.to_owned(), workflow_type.to_owned());
+        let version = version.map(str::to_owned);
+        let (n, w, v) = (ns.clone(), workflow_type.clone(), version.clone());
+        self.read_merged(
+            move |dirty| dirty.busy(&n, &w, v.as_deref()),
+            move |conn, dirty| {
+                // Dirty instances are counted from the cache, the rest from the tables.
+                let sql = if version.is_some() {
+                    "SELECT COUNT(*), COALESCE(SUM(pending_count > 0), 0) FROM instances \
+                     WHERE ns = ?1 AND workflow_type = ?2 AND version = ?3 \
+                     AND id NOT IN (SELECT value FROM json_each(?4))"
+                } else {
+                    "SELECT COUNT(*), COALESCE(SUM(pending_count > 0), 0) FROM instances \
+                     WHERE ns = ?1 AND workflow_type = ?2 AND ?3 IS NULL \
+                     AND id NOT IN (SELECT value FROM json_each(?4))"
+                };
+                let ids: Vec<&str> = dirty.iter().map(|(id, _)| id.as_str()).collect();
+                let ids = encode(&ids, "instance ids")?;
+                let (all, with): (i64, i64) = conn
+                    .prepare_cached(sql)
+                    .and_then(|mut s| {
+                        s.query_row(params![ns, workflow_type, version, ids], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })
+                    })
+                    .map_err(db("count instances"))?;
+                let busy = dirty.iter().filter(|(_, busy)| *busy).count() as u64;
+                Ok((
+                    uint(all, "count")? + dirty.len() as u64,
+                    uint(with, "count")? + busy,
+                ))
+            },
+            |_, _| {},
+        )
+        .await
+    }
+
+    async fn due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let workflows = distinct(workflows);
+        if workflows.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.shared.schedule.due(ns, &workflows, now, limit))
+    }
+
+    async fn next_due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+    ) -> Result<Option<Millis>, StoreError> {
+        let workflows = distinct(workflows);
+        Ok(self.shared.schedule.next_due(ns, &workflows))
+    }
+
+    async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
+        let bodies = Bodies::of(&write)?;
+        let (reply, answer) = oneshot::channel();
+        let sent = match &self.shared.tx {
+            Some(tx) => tx
+                .send(Request {
+                    write,
+                    bodies,
+                    reply,
+                })
+                .is_ok(),
+            None => false,
+        };
+        let stopped = || StoreError("sqlite: the writer thread has stopped".into());
+        if !sent {
+            return Err(stopped().into());
+        }
+        answer.await.map_err(|_| stopped())?
+    }
+}

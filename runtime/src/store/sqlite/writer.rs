@@ -1,0 +1,1129 @@
+//! The writer thread: group commit, and how one write set is applied.
+
+use super::*;
+
+/// How long the writer polls for the next request before it sleeps.
+const WRITER_SPIN: Duration = Duration::from_micros(200);
+
+/// The most turns retention deletes in one commit.
+const PRUNE_BATCH: i64 = 256;
+
+// ---------------------------------------------------------------------------------------------
+// The writer
+
+pub(super) struct Request {
+    pub(super) write: WriteSet,
+    /// The instance's and turns' JSON, encoded on the caller's thread so the single writer
+    /// thread spends its time on SQLite only.
+    pub(super) bodies: Bodies,
+    pub(super) reply: oneshot::Sender<Result<(), CommitError>>,
+}
+
+/// Pre-encoded bodies of a write set: the instance (absent for a delete) and each turn.
+pub(super) struct Bodies {
+    instance: Option<String>,
+    turns: Vec<String>,
+}
+
+impl Bodies {
+    pub(super) fn of(write: &WriteSet) -> Result<Self, StoreError> {
+        Ok(Self {
+            instance: write
+                .instance
+                .as_ref()
+                .map(|i| encode(i, "an instance"))
+                .transpose()?,
+            turns: write
+                .turns
+                .iter()
+                .map(|t| encode(t, "a turn"))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// How the writer is set up, from [`SqliteOptions`].
+pub(super) struct WriterConfig {
+    pub(super) synchronous: Synchronous,
+    pub(super) max_batch: usize,
+    pub(super) journal_rows: usize,
+}
+
+pub(super) struct Writer {
+    conn: Connection,
+    rx: mpsc::Receiver<Request>,
+    cache: Arc<Cache>,
+    schedule: Arc<Schedule>,
+    stats: Arc<StatsCounters>,
+    configured: Synchronous,
+    /// The level the connection is at now.
+    current: Synchronous,
+    /// Relaxed write sets committed since the last durable batch or checkpoint.
+    relaxed_writes: usize,
+    max_batch: usize,
+    /// The rows of the journaled (dirty) instances, newer than the tables: what a flush writes.
+    dirty: HashMap<Key, DirtyRows>,
+    /// Journal rows appended since the last flush.
+    journal_rows: usize,
+    /// Flush when this many journal rows were appended; 0 never journals.
+    journal_limit: usize,
+}
+
+/// The rows of one dirty instance as the journal has them: its instance row and the turns
+/// journaled since its rows were last written, each with the revision that wrote it.
+struct DirtyRows {
+    revision: u64,
+    pending_count: i64,
+    due_at_ms: Option<Millis>,
+    instance: String,
+    turns: HashMap<u64, OwnedTurnRow>,
+}
+
+/// A journaled turn's row.
+struct OwnedTurnRow {
+    message_id: String,
+    finished_at_ms: Option<Millis>,
+    body: String,
+}
+
+impl DirtyRows {
+    fn new(instance: &InstanceRecord, body: String) -> Self {
+        Self {
+            revision: instance.revision,
+            pending_count: clamp_usize(instance.pending.len()),
+            due_at_ms: instance.due_at_ms,
+            instance: body,
+            turns: HashMap::new(),
+        }
+    }
+
+    /// Take in a later journaled write of the same instance.
+    fn update(&mut self, instance: &InstanceRecord, body: String) {
+        self.revision = instance.revision;
+        self.pending_count = clamp_usize(instance.pending.len());
+        self.due_at_ms = instance.due_at_ms;
+        self.instance = body;
+    }
+}
+
+/// Flush before the journal holds this many dirty instances, whatever the row count.
+const MAX_DIRTY: usize = 1024;
+
+/// With dirty instances, a writer that has had nothing to do for this long flushes them.
+const IDLE_FLUSH: Duration = Duration::from_millis(50);
+
+/// How a write set was applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Applied {
+    /// To the tables.
+    Direct,
+    /// To the journal only.
+    Journaled,
+}
+
+/// What one write set did, before the batch's `COMMIT`: the instance's stored
+/// `history_pruned_through` (0 for a delete) and how it was applied, or why nothing of it was.
+type Outcome = Result<(u64, Applied), CommitError>;
+
+/// What an earlier write set of the same batch did to an instance.
+#[derive(Clone, Copy)]
+enum Touch {
+    /// Journaled by the write set at this index of the batch.
+    Journaled(usize),
+    /// Applied directly (or refused after its rows were brought up to date): the tables hold
+    /// the instance's latest rows.
+    Current,
+}
+
+impl Writer {
+    pub(super) fn new(
+        conn: Connection,
+        rx: mpsc::Receiver<Request>,
+        cache: Arc<Cache>,
+        schedule: Arc<Schedule>,
+        stats: Arc<StatsCounters>,
+        config: WriterConfig,
+    ) -> Self {
+        Self {
+            conn,
+            rx,
+            journal_limit: if cache.enabled() {
+                config.journal_rows
+            } else {
+                0
+            },
+            cache,
+            schedule,
+            stats,
+            configured: config.synchronous,
+            current: config.synchronous,
+            relaxed_writes: 0,
+            max_batch: config.max_batch.max(1),
+            dirty: HashMap::new(),
+            journal_rows: 0,
+        }
+    }
+
+    pub(super) fn run(mut self) {
+        // Ends when every sender is gone (the last handle was dropped).
+        while let Some(first) = self.next_request() {
+            let mut batch = vec![first];
+            while batch.len() < self.max_batch {
+                match self.rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            self.run_batch(batch);
+        }
+        // Write the journaled rows into the tables and close at the configured level (closing
+        // checkpoints the WAL).
+        let closing = self
+            .set_level(self.configured)
+            .and_then(|()| self.flush_alone());
+        if let Err(e) = closing {
+            tracing::warn!("turnwise sqlite store: before closing: {e}");
+        }
+    }
+
+    /// The next request: after a batch, poll briefly before sleeping. A worker's next call
+    /// usually follows its previous answer within tens of microseconds, and waking a sleeping
+    /// thread costs about as much again, on every call; a short spin saves that at the price
+    /// of a little CPU right after each batch. With dirty instances, an idle writer flushes
+    /// them. `None` when every handle is gone.
+    fn next_request(&mut self) -> Option<Request> {
+        let spin_until = std::time::Instant::now() + WRITER_SPIN;
+        loop {
+            match self.rx.try_recv() {
+                Ok(r) => return Some(r),
+                Err(mpsc::TryRecvError::Disconnected) => return None,
+                Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < spin_until => {
+                    std::thread::yield_now();
+                }
+                Err(mpsc::TryRecvError::Empty) if self.dirty.is_empty() => {
+                    return self.rx.recv().ok()
+                }
+                Err(mpsc::TryRecvError::Empty) => match self.rx.recv_timeout(IDLE_FLUSH) {
+                    Ok(r) => return Some(r),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        // The journal already made these rows durable: no sync needed.
+                        let flushed = self
+                            .set_level(Synchronous::Off)
+                            .and_then(|()| self.flush_alone());
+                        if let Err(e) = flushed {
+                            tracing::warn!("turnwise sqlite store: flushing the journal: {e}");
+                            return self.rx.recv().ok();
+                        }
+                        self.after_relaxed(true, 1);
+                    }
+                },
+            }
+        }
+    }
+
+    /// Write every dirty instance into the tables and empty the journal, in a transaction of
+    /// its own at the current level.
+    fn flush_alone(&mut self) -> Result<(), StoreError> {
+        if self.dirty.is_empty() && self.journal_rows == 0 {
+            return Ok(());
+        }
+        exec(&self.conn, "BEGIN IMMEDIATE").map_err(db("begin a transaction"))?;
+        let done = self.flush_rows().and_then(|()| {
+            self.cache.tables_changing();
+            exec(&self.conn, "COMMIT").map_err(db("commit"))
+        });
+        if let Err(e) = done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.cache.tables_unchanged();
+            return Err(e);
+        }
+        self.flushed();
+        self.cache.tables_unchanged();
+        Ok(())
+    }
+
+    /// Inside a transaction: write every dirty instance's rows, and empty the journal.
+    fn flush_rows(&self) -> Result<(), StoreError> {
+        for ((ns, id), rows) in &self.dirty {
+            put_dirty(&self.conn, ns, id, rows)?;
+        }
+        // No `WHERE`: SQLite drops the table's pages at once instead of row by row.
+        exec(&self.conn, "DELETE FROM journal").map_err(db("empty the journal"))?;
+        Ok(())
+    }
+
+    /// After the `COMMIT` of a flush.
+    fn flushed(&mut self) {
+        self.dirty.clear();
+        self.journal_rows = 0;
+        self.cache.flushed();
+        self.stats.flushes.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether the batch about to run flushes the journal first.
+    fn flush_due(&self) -> bool {
+        self.journal_limit > 0
+            && (self.journal_rows >= self.journal_limit || self.dirty.len() >= MAX_DIRTY)
+    }
+
+    /// Switch `PRAGMA synchronous` if it differs from `want`.
+    ///
+    /// A checkpoint syncs the database file only at a level above `OFF`; a checkpoint left
+    /// unsynced and followed by a WAL restart could lose earlier durable commits on power
+    /// loss. So automatic checkpoints are suspended while relaxed batches run at `OFF`, and
+    /// happen at the next durable commit (or in [`Writer::after_relaxed`]).
+    fn set_level(&mut self, want: Synchronous) -> Result<(), StoreError> {
+        if want == self.current {
+            return Ok(());
+        }
+        let relaxed_only = want == Synchronous::Off && self.configured != Synchronous::Off;
+        let checkpoints = if relaxed_only { 0 } else { WAL_AUTOCHECKPOINT };
+        self.conn
+            .execute_batch(&format!(
+                "{}; PRAGMA wal_autocheckpoint = {checkpoints};",
+                want.sql()
+            ))
+            .map_err(db("set synchronous"))?;
+        self.current = want;
+        Ok(())
+    }
+
+    /// After a batch: keep the WAL bounded when only relaxed batches come, by checkpointing
+    /// at the configured level every so often.
+    fn after_relaxed(&mut self, relaxed: bool, writes: usize) {
+        if !relaxed || self.configured == Synchronous::Off {
+            self.relaxed_writes = 0;
+            return;
+        }
+        self.relaxed_writes += writes;
+        if self.relaxed_writes < RELAXED_CHECKPOINT_EVERY {
+            return;
+        }
+        self.relaxed_writes = 0;
+        let done = self.set_level(self.configured).and_then(|()| {
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                .map_err(db("checkpoint"))
+        });
+        if let Err(e) = done {
+            tracing::warn!("turnwise sqlite store: {e}");
+        }
+    }
+
+    fn run_batch(&mut self, batch: Vec<Request>) {
+        let relaxed = batch
+            .iter()
+            .all(|r| r.write.durability == Durability::Relaxed);
+        let count = batch.len();
+        match self.transact(&batch, relaxed) {
+            Ok((outcomes, flushed)) => {
+                if flushed {
+                    self.flushed();
+                }
+                let mut changes = Vec::with_capacity(outcomes.len());
+                let mut answers = Vec::with_capacity(outcomes.len());
+                let mut journaled = 0;
+                for (request, outcome) in batch.into_iter().zip(outcomes) {
+                    let Request {
+                        write,
+                        bodies,
+                        reply,
+                    } = request;
+                    let key = (write.ns, write.id);
+                    let change = match outcome {
+                        Ok((pruned_through, how)) => {
+                            answers.push((reply, Ok(())));
+                            match write.instance {
+                                None => {
+                                    self.dirty.remove(&key);
+                                    Change::Deleted
+                                }
+                                Some(mut instance) => {
+                                    instance.history_pruned_through = pruned_through;
+                                    if how == Applied::Journaled {
+                                        journaled += 1;
+                                        self.remember(&key, &instance, &write.turns, bodies);
+                                        Change::Dirty(instance, write.turns)
+                                    } else {
+                                        self.dirty.remove(&key);
+                                        Change::Clean(instance, write.turns)
+                                    }
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            // A conflict is someone else's write: forget what we believed.
+                            let forget = e == CommitError::Conflict;
+                            answers.push((reply, Err(e)));
+                            if !forget {
+                                continue;
+                            }
+                            Change::Forget
+                        }
+                    };
+                    changes.push((key, change));
+                }
+                self.journal_rows += journaled;
+                self.schedule
+                    .committed(changes.iter().filter_map(|(key, change)| match change {
+                        Change::Clean(i, _) | Change::Dirty(i, _) => Some((key, Some(i))),
+                        Change::Deleted => Some((key, None)),
+                        Change::Forget => None,
+                    }));
+                self.cache.committed(changes);
+                // Count before answering, so a caller that saw its commit sees it counted.
+                let applied = answers.iter().filter(|(_, a)| a.is_ok()).count() as u64;
+                let stats = &self.stats;
+                stats.write_sets.fetch_add(applied, Ordering::Release);
+                stats
+                    .journaled
+                    .fetch_add(journaled as u64, Ordering::Release);
+                if !relaxed {
+                    stats.durable_batches.fetch_add(1, Ordering::Release);
+                }
+                stats.batches.fetch_add(1, Ordering::Release);
+                for (reply, answer) in answers {
+                    // The caller may have given up waiting; that is fine.
+                    let _ = reply.send(answer);
+                }
+            }
+            Err(e) => {
+                self.cache.tables_unchanged();
+                for request in batch {
+                    let _ = request.reply.send(Err(CommitError::Store(e.clone())));
+                }
+            }
+        }
+        self.after_relaxed(relaxed, count);
+    }
+
+    /// After the `COMMIT`: keep the rows of a journaled write set for the next flush.
+    fn remember(
+        &mut self,
+        key: &Key,
+        instance: &InstanceRecord,
+        turns: &[TurnRecord],
+        bodies: Bodies,
+    ) {
+        let Some(body) = bodies.instance else { return };
+        let rows = match self.dirty.get_mut(key) {
+            Some(rows) => {
+                rows.update(instance, body);
+                rows
+            }
+            None => self
+                .dirty
+                .entry(key.clone())
+                .or_insert(DirtyRows::new(instance, body)),
+        };
+        for (t, body) in turns.iter().zip(bodies.turns) {
+            let row = OwnedTurnRow {
+                message_id: t.message_id.clone(),
+                finished_at_ms: t.finished_at_ms,
+                body,
+            };
+            rows.turns.insert(t.number, row);
+        }
+    }
+
+    /// Apply the batch in one transaction. `Err` means nothing of it was written. The flag
+    /// says whether the journal was flushed first.
+    ///
+    /// Write sets are applied back to back without savepoints: almost every refusal (a revision
+    /// conflict) happens at a write set's first statement and leaves nothing behind, and a
+    /// savepoint per write set makes SQLite fill and free a statement journal every time. When
+    /// a write set fails after writing rows (an invalid turn, a full disk), the transaction is
+    /// rolled back and the batch applied again with a savepoint around each write set.
+    fn transact(
+        &mut self,
+        batch: &[Request],
+        relaxed: bool,
+    ) -> Result<(Vec<Outcome>, bool), StoreError> {
+        self.set_level(if relaxed {
+            Synchronous::Off
+        } else {
+            self.configured
+        })?;
+        let flush = self.flush_due();
+        exec(&self.conn, "BEGIN IMMEDIATE").map_err(db("begin a transaction"))?;
+        let first = if flush { self.flush_rows() } else { Ok(()) };
+        let result = first.and_then(|()| match self.apply_all(batch, false, flush) {
+            Ok(None) => {
+                self.stats.guarded_retries.fetch_add(1, Ordering::Relaxed);
+                exec(&self.conn, "ROLLBACK")
+                    .and_then(|_| exec(&self.conn, "BEGIN IMMEDIATE"))
+                    .map_err(db("restart a transaction"))?;
+                if flush {
+                    self.flush_rows()?;
+                }
+                self.apply_all(batch, true, flush)
+            }
+            other => other,
+        });
+        let result = result.and_then(|applied| {
+            // Guarded application always answers every write set.
+            let (outcomes, materialized) = applied
+                .ok_or_else(|| StoreError("sqlite: a batch was left half-applied".into()))?;
+            if flush || materialized {
+                // Readers that merge the tables with dirty entries must not mix the two
+                // sides of this commit.
+                self.cache.tables_changing();
+            }
+            exec(&self.conn, "COMMIT").map_err(db("commit"))?;
+            Ok((outcomes, flush))
+        });
+        if result.is_err() && !self.conn.is_autocommit() {
+            // Best effort: if even ROLLBACK fails, SQLite rolls back when the connection or
+            // the next BEGIN finds the transaction broken.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        result
+    }
+
+    /// Apply every write set of the batch, each inside its own savepoint when `guarded`.
+    /// `Ok(None)`: unguarded, a write set failed after changing rows, so the transaction must
+    /// be rolled back and the batch applied again guarded. `flushed`: the dirty instances'
+    /// rows were written at the start of this transaction.
+    ///
+    /// A running turn's write on an instance the cache knows goes to the journal (one row
+    /// appended) when the cache shows it may ([`Cache::verdict`]); anything else goes to the
+    /// tables, after the instance's journaled rows, if any, were written there.
+    fn apply_all(
+        &self,
+        batch: &[Request],
+        guarded: bool,
+        flushed: bool,
+    ) -> Result<Option<(Vec<Outcome>, bool)>, StoreError> {
+        let conn = &self.conn;
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut materialized = false;
+        let mut touched: HashMap<(&str, &str), Touch> = HashMap::with_capacity(batch.len());
+        for (i, Request { write, bodies, .. }) in batch.iter().enumerate() {
+            let at = (write.ns.as_str(), write.id.as_str());
+            let prior = touched.get(&at).copied();
+            if prior.is_none() && self.journal_limit > 0 {
+                let key = (write.ns.clone(), write.id.clone());
+                match self.cache.verdict(&key, write) {
+                    Verdict::Journal {
+                        new_turns,
+                        retention_since,
+                    } if tables_agree(conn, write, &new_turns, retention_since)? => {
+                        let outcome = journal(conn, write, bodies)
+                            .map(|pruned| (pruned, Applied::Journaled))
+                            .map_err(CommitError::Store);
+                        if outcome.is_err() && conn.is_autocommit() {
+                            return Err(StoreError(
+                                "sqlite: the transaction was rolled back".into(),
+                            ));
+                        }
+                        if outcome.is_ok() {
+                            touched.insert(at, Touch::Journaled(i));
+                        }
+                        outcomes.push(outcome);
+                        continue;
+                    }
+                    Verdict::Conflict => {
+                        outcomes.push(Err(CommitError::Conflict));
+                        continue;
+                    }
+                    Verdict::Journal { .. } | Verdict::Direct => {}
+                }
+            }
+            // Bring the instance's rows up to date first (outside any savepoint, so that they
+            // stay written whatever becomes of this write set).
+            if !matches!(prior, Some(Touch::Current)) {
+                if !flushed {
+                    if let Some(rows) = self.dirty.get(&(write.ns.clone(), write.id.clone())) {
+                        put_dirty(conn, &write.ns, &write.id, rows)?;
+                        materialized = true;
+                    }
+                }
+                if let Some(Touch::Journaled(j)) = prior {
+                    put_journaled(conn, &batch[j].write, &batch[j].bodies)?;
+                    materialized = true;
+                }
+            }
+            touched.insert(at, Touch::Current);
+            if guarded {
+                exec(conn, "SAVEPOINT write_set").map_err(db("open a savepoint"))?;
+            }
+            let outcome = match apply(conn, write, bodies) {
+                Err(refusal) if conn.is_autocommit() => {
+                    // SQLite rolled back the whole transaction (I/O error, disk full…): the
+                    // batch's earlier write sets are gone too.
+                    return Err(match refusal.error {
+                        CommitError::Store(e) => e,
+                        CommitError::Conflict => {
+                            StoreError("sqlite: the transaction was rolled back".into())
+                        }
+                    });
+                }
+                Err(refusal) if refusal.wrote && !guarded => return Ok(None),
+                result => result
+                    .map(|pruned| (pruned, Applied::Direct))
+                    .map_err(|refusal| refusal.error),
+            };
+            if guarded && outcome.is_err() {
+                exec(conn, "ROLLBACK TO write_set").map_err(db("roll back a savepoint"))?;
+            }
+            if guarded {
+                exec(conn, "RELEASE write_set").map_err(db("release a savepoint"))?;
+            }
+            outcomes.push(outcome);
+        }
+        Ok(Some((outcomes, materialized)))
+    }
+}
+
+/// Append a running turn's write set to the journal; answer its pruning mark (unchanged).
+fn journal(conn: &Connection, write: &WriteSet, bodies: &Bodies) -> Result<u64, StoreError> {
+    let (Some(instance), Some(body)) = (&write.instance, &bodies.instance) else {
+        return Err(StoreError("sqlite: a delete cannot be journaled".into()));
+    };
+    let mut turns =
+        String::with_capacity(2 + bodies.turns.iter().map(|b| b.len() + 1).sum::<usize>());
+    turns.push('[');
+    for (i, b) in bodies.turns.iter().enumerate() {
+        if i > 0 {
+            turns.push(',');
+        }
+        turns.push_str(b);
+    }
+    turns.push(']');
+    let revision = int(instance.revision, "revision")?;
+    conn.prepare_cached(
+        "INSERT INTO journal (ns, id, revision, instance, turns) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut s| s.execute(params![write.ns, write.id, revision, body, turns]))
+    .map_err(db(format_args!("journal a write of `{}`", write.id)))?;
+    Ok(instance.history_pruned_through)
+}
+
+/// Whether the tables confirm a journal verdict: the new turns' numbers and message ids are
+/// free, and no finished turn is older than the retention limit.
+fn tables_agree(
+    conn: &Connection,
+    write: &WriteSet,
+    new_turns: &[usize],
+    retention_since: Option<Millis>,
+) -> Result<bool, StoreError> {
+    let (ns, id) = (write.ns.as_str(), write.id.as_str());
+    for &i in new_turns {
+        let t = &write.turns[i];
+        let number = int(t.number, "turn number")?;
+        let taken = conn
+            .prepare_cached(
+                "SELECT 1 FROM turns WHERE ns = ?1 AND id = ?2 AND (number = ?3 OR message_id = ?4)",
+            )
+            .and_then(|mut s| s.exists(params![ns, id, number, t.message_id]))
+            .map_err(db(format_args!("look up turn {} of `{id}`", t.number)))?;
+        if taken {
+            return Ok(false);
+        }
+    }
+    match retention_since {
+        Some(since) => Ok(!any_older(conn, ns, id, since)?),
+        None => Ok(true),
+    }
+}
+
+/// Write a dirty instance's journaled rows into the tables.
+fn put_dirty(conn: &Connection, ns: &str, id: &str, rows: &DirtyRows) -> Result<(), StoreError> {
+    put_rows(
+        conn,
+        ns,
+        id,
+        (
+            rows.revision,
+            rows.pending_count,
+            rows.due_at_ms,
+            &rows.instance,
+        ),
+        rows.turns.iter().map(|(n, r)| TurnRow {
+            number: *n,
+            message_id: &r.message_id,
+            finished_at_ms: r.finished_at_ms,
+            body: &r.body,
+        }),
+    )
+}
+
+/// Write the rows of a write set journaled earlier in the same batch into the tables.
+fn put_journaled(conn: &Connection, write: &WriteSet, bodies: &Bodies) -> Result<(), StoreError> {
+    let (Some(instance), Some(body)) = (&write.instance, &bodies.instance) else {
+        return Ok(());
+    };
+    put_rows(
+        conn,
+        &write.ns,
+        &write.id,
+        (
+            instance.revision,
+            clamp_usize(instance.pending.len()),
+            instance.due_at_ms,
+            body,
+        ),
+        write
+            .turns
+            .iter()
+            .zip(&bodies.turns)
+            .map(|(t, b)| TurnRow::of(t, b)),
+    )
+}
+
+/// Write an instance row and some of its turns with journaled versions. The instance row
+/// exists and the turns can be written (the journal took only such writes): anything else is
+/// an error.
+pub(super) fn put_rows<'a>(
+    conn: &Connection,
+    ns: &str,
+    id: &str,
+    (revision, pending_count, due_at_ms, body): (u64, i64, Option<Millis>, &str),
+    turns: impl Iterator<Item = TurnRow<'a>>,
+) -> Result<(), StoreError> {
+    let out_of_step = || {
+        StoreError(format!(
+            "sqlite: the journal of `{id}` is out of step with its rows"
+        ))
+    };
+    let revision = int(revision, "revision")?;
+    let changed = conn
+        .prepare_cached(
+            "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, body = ?6 \
+             WHERE ns = ?1 AND id = ?2",
+        )
+        .and_then(|mut s| s.execute(params![ns, id, revision, pending_count, due_at_ms, body]))
+        .map_err(db(format_args!("write the journaled rows of `{id}`")))?;
+    if changed != 1 {
+        return Err(out_of_step());
+    }
+    for row in turns {
+        if !matches!(upsert_turn(conn, ns, id, &row)?, Upsert::Written) {
+            return Err(out_of_step());
+        }
+    }
+    Ok(())
+}
+
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute([])
+}
+
+/// Why a write set was not applied, and whether it left changes in the open transaction.
+struct Refusal {
+    error: CommitError,
+    /// Some of the write set's rows were written before the failure: only a savepoint (or
+    /// rolling back the whole transaction) can take them back.
+    wrote: bool,
+}
+
+/// Failures before anything was written.
+impl From<CommitError> for Refusal {
+    fn from(error: CommitError) -> Self {
+        Self::before_writing(error)
+    }
+}
+
+impl From<StoreError> for Refusal {
+    fn from(error: StoreError) -> Self {
+        Self::before_writing(error)
+    }
+}
+
+impl Refusal {
+    fn before_writing(error: impl Into<CommitError>) -> Self {
+        Self {
+            error: error.into(),
+            wrote: false,
+        }
+    }
+
+    fn after_writing(error: impl Into<CommitError>) -> Self {
+        Self {
+            error: error.into(),
+            wrote: true,
+        }
+    }
+}
+
+/// Apply one write set inside the batch's transaction; on success answer the instance's
+/// `history_pruned_through` as stored (the caller's record is updated with it afterwards).
+///
+/// The fast path is one statement per row: the instance's `UPDATE` is conditional on the
+/// expected revision (zero rows changed means another commit came first), and each turn's
+/// upsert refuses to touch a finished turn or to change a message id (zero rows changed sends
+/// it to the detailed checks, which accept an identical finished turn and name what is wrong
+/// otherwise). A message id owned by another turn trips the unique index.
+///
+/// The instance row is written first, so the common refusals (a revision conflict, an id
+/// already created) leave nothing behind; [`Refusal::wrote`] tells the caller when a later
+/// statement failed after earlier ones had changed rows.
+fn apply(conn: &Connection, write: &WriteSet, bodies: &Bodies) -> Result<u64, Refusal> {
+    let (Some(instance), Some(body)) = (&write.instance, &bodies.instance) else {
+        return delete(conn, write).map(|()| 0);
+    };
+    let stored_pruned = write_instance(conn, write, instance, body)?;
+    finish_write(conn, write, bodies, instance, stored_pruned).map_err(Refusal::after_writing)
+}
+
+/// The instance row of a write set: a conditional update, or the insert of a new instance.
+/// Answers the stored `history_pruned_through`. A refusal says whether rows were written.
+fn write_instance(
+    conn: &Connection,
+    write: &WriteSet,
+    instance: &InstanceRecord,
+    body: &str,
+) -> Result<u64, Refusal> {
+    let (ns, id) = (write.ns.as_str(), write.id.as_str());
+    let want = write.expected_revision.map_or(1, |r| r + 1);
+    if instance.revision != want || instance.id != write.id || instance.ns != write.ns {
+        return Err(StoreError(format!(
+            "write set for `{id}` carries revision {} (expected {want}) or another id",
+            instance.revision
+        ))
+        .into());
+    }
+    let revision = int(instance.revision, "revision")?;
+    let pending = clamp_usize(instance.pending.len());
+    // The store owns `history_pruned_through`: the caller's value is checked against the
+    // stored one and replaced by it when they differ (the body is then re-encoded by
+    // `finish_write`).
+    let Some(expected) = write.expected_revision else {
+        let inserted = conn
+            .prepare_cached(
+                "INSERT INTO instances \
+                    (ns, id, workflow_type, version, revision, pending_count, due_at_ms, \
+                     history_pruned_through, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, ?8)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    ns,
+                    id,
+                    instance.workflow_type,
+                    instance.version,
+                    revision,
+                    pending,
+                    instance.due_at_ms,
+                    body
+                ])
+            });
+        return match inserted {
+            Ok(_) => Ok(0),
+            Err(e) if is_constraint(&e) => Err(CommitError::Conflict.into()),
+            Err(e) => Err(db(format_args!("create `{id}`"))(e).into()),
+        };
+    };
+    let expected = int(expected, "revision")?;
+    // No `RETURNING` here: SQLite runs it as a trigger, which makes the statement keep a
+    // statement journal, allocated and freed on every write. Instead the `WHERE` clause also
+    // checks what the store owns or never changes (the pruning mark, type and version); when
+    // any of them differs the slow path below sorts it out. Type and version are not set:
+    // naming them would make SQLite rewrite their index entry on every write.
+    let update = |pruned_through: i64, workflow_type: &str, version: &str| {
+        conn.prepare_cached(
+            "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, body = ?6 \
+             WHERE ns = ?1 AND id = ?2 AND revision = ?7 AND history_pruned_through = ?8 \
+             AND workflow_type = ?9 AND version = ?10",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                ns,
+                id,
+                revision,
+                pending,
+                instance.due_at_ms,
+                body,
+                expected,
+                pruned_through,
+                workflow_type,
+                version,
+            ])
+        })
+        .map_err(db(format_args!("write `{id}`")))
+    };
+    let pruned_through = clamp_u64(instance.history_pruned_through);
+    if update(pruned_through, &instance.workflow_type, &instance.version)? == 1 {
+        return Ok(instance.history_pruned_through);
+    }
+    let stored: Option<(i64, i64, String, String)> = conn
+        .prepare_cached(
+            "SELECT revision, history_pruned_through, workflow_type, version \
+             FROM instances WHERE ns = ?1 AND id = ?2",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![ns, id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()
+        })
+        .map_err(db(format_args!("read `{id}`")))?;
+    let Some((_, pruned, workflow_type, version)) = stored.filter(|s| s.0 == expected) else {
+        return Err(CommitError::Conflict.into());
+    };
+    let stored_pruned = uint(pruned, "history_pruned_through")?;
+    // The revision matches, so the caller's pruning mark was off, or (never done by the
+    // engine, allowed by the contract) the type or version changes: the rare slow path.
+    if update(pruned, &workflow_type, &version)? != 1 {
+        return Err(CommitError::Conflict.into());
+    }
+    if workflow_type != instance.workflow_type || version != instance.version {
+        conn.prepare_cached(
+            "UPDATE instances SET workflow_type = ?3, version = ?4 WHERE ns = ?1 AND id = ?2",
+        )
+        .and_then(|mut s| s.execute(params![ns, id, instance.workflow_type, instance.version]))
+        .map_err(db(format_args!("write `{id}`")))
+        .map_err(Refusal::after_writing)?;
+    }
+    Ok(stored_pruned)
+}
+
+/// The rest of a write set once its instance row is written: the turns, retention, and the
+/// rare rewrite of the instance body when `history_pruned_through` moved.
+fn finish_write(
+    conn: &Connection,
+    write: &WriteSet,
+    bodies: &Bodies,
+    instance: &InstanceRecord,
+    stored_pruned: u64,
+) -> Result<u64, CommitError> {
+    let (ns, id) = (write.ns.as_str(), write.id.as_str());
+    let mut pruned_through = stored_pruned;
+    for (t, body) in write.turns.iter().zip(&bodies.turns) {
+        write_turn(conn, ns, id, t, body)?;
+    }
+    if let Some(r) = write.retention {
+        pruned_through = pruned_through.max(prune(conn, ns, id, r)?);
+    }
+    if pruned_through != instance.history_pruned_through {
+        // Rare: the mark moved (retention) or the caller's copy was off.
+        let mut stored = instance.clone();
+        stored.history_pruned_through = pruned_through;
+        let body = encode(&stored, "an instance")?;
+        conn.prepare_cached(
+            "UPDATE instances SET history_pruned_through = ?3, body = ?4 WHERE ns = ?1 AND id = ?2",
+        )
+        .and_then(|mut s| s.execute(params![ns, id, clamp_u64(pruned_through), body]))
+        .map_err(db(format_args!("write `{id}`")))?;
+    }
+    Ok(pruned_through)
+}
+
+/// The columns of one turn row.
+pub(super) struct TurnRow<'a> {
+    pub(super) number: u64,
+    pub(super) message_id: &'a str,
+    pub(super) finished_at_ms: Option<Millis>,
+    pub(super) body: &'a str,
+}
+
+impl<'a> TurnRow<'a> {
+    pub(super) fn of(t: &'a TurnRecord, body: &'a str) -> Self {
+        Self {
+            number: t.number,
+            message_id: &t.message_id,
+            finished_at_ms: t.finished_at_ms,
+            body,
+        }
+    }
+}
+
+/// How [`upsert_turn`] went.
+pub(super) enum Upsert {
+    Written,
+    /// The number is taken by a finished turn or one with another message id.
+    NumberTaken,
+    /// The message id belongs to another turn.
+    MessageTaken,
+}
+
+/// Write one turn row: update the unfinished stored turn in place, or insert a new one.
+pub(super) fn upsert_turn(
+    conn: &Connection,
+    ns: &str,
+    id: &str,
+    t: &TurnRow<'_>,
+) -> Result<Upsert, StoreError> {
+    let number = int(t.number, "turn number")?;
+    // Update in place when the stored turn is unfinished with the same message id. Only a
+    // finishing write names the indexed `finished` columns, so the common write (a step, a
+    // claim, a heartbeat) touches the row alone and no index.
+    let updated = match t.finished_at_ms {
+        Some(at) => conn
+            .prepare_cached(
+                "UPDATE turns SET finished = 1, finished_at_ms = ?5, body = ?6 \
+                 WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 AND finished = 0",
+            )
+            .and_then(|mut s| s.execute(params![ns, id, number, t.message_id, at, t.body])),
+        None => conn
+            .prepare_cached(
+                "UPDATE turns SET body = ?5 \
+                 WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 AND finished = 0",
+            )
+            .and_then(|mut s| s.execute(params![ns, id, number, t.message_id, t.body])),
+    }
+    .map_err(db(format_args!("write turn {} of `{id}`", t.number)))?;
+    if updated == 1 {
+        return Ok(Upsert::Written);
+    }
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO turns (ns, id, number, message_id, finished, finished_at_ms, body) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                ns,
+                id,
+                number,
+                t.message_id,
+                t.finished_at_ms.is_some(),
+                t.finished_at_ms,
+                t.body
+            ])
+        });
+    match inserted {
+        Ok(_) => Ok(Upsert::Written),
+        Err(e) if is_constraint(&e) && turn_exists(conn, ns, id, number)? => {
+            Ok(Upsert::NumberTaken)
+        }
+        Err(e) if is_constraint(&e) => Ok(Upsert::MessageTaken),
+        Err(e) => Err(db(format_args!("write turn {} of `{id}`", t.number))(e)),
+    }
+}
+
+/// Write one turn of a write set; a refusal names what was wrong.
+fn write_turn(
+    conn: &Connection,
+    ns: &str,
+    id: &str,
+    t: &TurnRecord,
+    body: &str,
+) -> Result<(), CommitError> {
+    match upsert_turn(conn, ns, id, &TurnRow::of(t, body))? {
+        Upsert::Written => Ok(()),
+        // The number is taken (finished, or another message id): the detailed checks decide.
+        Upsert::NumberTaken => refused_turn(conn, ns, id, t),
+        Upsert::MessageTaken => Err(StoreError(format!(
+            "message id `{}` is already another turn of `{id}`",
+            t.message_id
+        ))
+        .into()),
+    }
+}
+
+fn is_constraint(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
+}
+
+/// Delete an instance with its turns, if its revision is the expected one.
+fn delete(conn: &Connection, write: &WriteSet) -> Result<(), Refusal> {
+    let (ns, id) = (write.ns.as_str(), write.id.as_str());
+    let stored: Option<i64> = conn
+        .prepare_cached("SELECT revision FROM instances WHERE ns = ?1 AND id = ?2")
+        .and_then(|mut s| s.query_row(params![ns, id], |r| r.get(0)).optional())
+        .map_err(db(format_args!("read the revision of `{id}`")))
+        .map_err(Refusal::before_writing)?;
+    let current = stored
+        .map(|rev| uint(rev, "revision"))
+        .transpose()
+        .map_err(Refusal::before_writing)?;
+    check_revision(current, write).map_err(Refusal::before_writing)?;
+    conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2")
+        .and_then(|mut s| s.execute(params![ns, id]))
+        .map_err(db(format_args!("delete the turns of `{id}`")))
+        .map_err(Refusal::after_writing)?;
+    conn.prepare_cached("DELETE FROM instances WHERE ns = ?1 AND id = ?2")
+        .and_then(|mut s| s.execute(params![ns, id]))
+        .map_err(db(format_args!("delete `{id}`")))
+        .map_err(Refusal::after_writing)?;
+    Ok(())
+}
+
+/// Whether a turn row exists.
+fn turn_exists(conn: &Connection, ns: &str, id: &str, number: i64) -> Result<bool, StoreError> {
+    conn.prepare_cached("SELECT 1 FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
+        .and_then(|mut s| s.exists(params![ns, id, number]))
+        .map_err(db(format_args!("look up turn {number} of `{id}`")))
+}
+
+/// A turn upsert changed nothing: the stored turn is finished or has another message id.
+/// An identical finished turn is fine (nothing to write); anything else is refused by name.
+fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result<(), CommitError> {
+    let number = int(t.number, "turn number")?;
+    let old = load_turn_row(
+        conn,
+        "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
+        params![ns, id, number],
+    )?;
+    match old {
+        Some(old) if old.message_id != t.message_id => {
+            Err(StoreError(format!("turn {} changed its message id", t.number)).into())
+        }
+        Some(old) if old == *t => Ok(()),
+        _ => Err(StoreError(format!(
+            "turn {} of `{id}` is in history and cannot be rewritten",
+            t.number
+        ))
+        .into()),
+    }
+}
+
+/// Whether a finished turn of the instance finished before `since` (one probe of the age
+/// index).
+fn any_older(conn: &Connection, ns: &str, id: &str, since: Millis) -> Result<bool, StoreError> {
+    conn.prepare_cached(
+        "SELECT 1 FROM turns INDEXED BY turns_finished_by_age \
+         WHERE ns = ?1 AND id = ?2 AND finished = 1 AND finished_at_ms < ?3",
+    )
+    .and_then(|mut s| s.exists(params![ns, id, since]))
+    .map_err(db(format_args!("look for old turns of `{id}`")))
+}
+
+/// Apply retention; answer the newest turn number it deleted (0 when none).
+fn prune(conn: &Connection, ns: &str, id: &str, r: Retention) -> Result<u64, StoreError> {
+    // Most commits find nothing old enough: one probe of the age index says so, before the
+    // walk over the newest `keep_turns` turns below.
+    if !any_older(conn, ns, id, r.keep_since_ms)? {
+        return Ok(0);
+    }
+    // The newest `keep_turns` finished turns stay whatever their age: find the newest
+    // turn number past them (an index walk of `keep_turns` entries).
+    let cutoff: Option<i64> = conn
+        .prepare_cached(
+            "SELECT number FROM turns WHERE ns = ?1 AND id = ?2 AND finished = 1 \
+             ORDER BY number DESC LIMIT 1 OFFSET ?3",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![ns, id, clamp_u64(r.keep_turns)], |row| row.get(0))
+                .optional()
+        })
+        .map_err(db(format_args!("find the retention cutoff of `{id}`")))?;
+    let Some(cutoff) = cutoff else { return Ok(0) };
+    // Old turns come straight from the `turns_finished_by_age` index, so only turns past the age
+    // limit are touched, never the whole history; those among the newest are skipped.
+    // At most PRUNE_BATCH per commit; the rest goes with the next one.
+    let doomed: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT number FROM turns INDEXED BY turns_finished_by_age \
+             WHERE ns = ?1 AND id = ?2 AND finished = 1 AND finished_at_ms < ?3 \
+             AND number <= ?4 LIMIT ?5",
+        )
+        .and_then(|mut s| {
+            s.query_map(
+                params![ns, id, r.keep_since_ms, cutoff, PRUNE_BATCH],
+                |row| row.get(0),
+            )?
+            .collect()
+        })
+        .map_err(db(format_args!("find turns of `{id}` to prune")))?;
+    let mut through = 0;
+    for n in doomed {
+        conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
+            .and_then(|mut s| s.execute(params![ns, id, n]))
+            .map_err(db(format_args!("prune turn {n} of `{id}`")))?;
+        through = through.max(uint(n, "turn number")?);
+    }
+    Ok(through)
+}
