@@ -1,0 +1,545 @@
+//! The SQLite store's journal: a running inbox's writes are appended to a journal and written
+//! into the tables later (see `SqliteStore`). These tests drive whole inbox lives through the
+//! `Store` API with records shaped the way the engine writes them, so the journal is really
+//! used, and check every read against the memory store's answers; then what only SQLite has:
+//! flushes, replay after SIGKILL, and the write sets that must bypass the journal.
+
+#![cfg(feature = "sqlite")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use turnwise::protocol::*;
+use turnwise::store::*;
+
+const NS: &str = "default";
+
+/// An instance whose unfinished turns are `pending`, as the engine keeps it.
+fn inst(id: &str, revision: u64, pending: &[u64], due: Option<Millis>) -> InstanceRecord {
+    InstanceRecord {
+        ns: NS.into(),
+        id: id.into(),
+        workflow_type: "order".into(),
+        version: "v1".into(),
+        state: json!({"revision": revision}),
+        lease_ms: 60_000,
+        max_attempts: 3,
+        on_exhausted: OnExhausted::Block,
+        paused: false,
+        created_at_ms: 1_000,
+        updated_at_ms: 1_000 + revision as i64,
+        revision,
+        next_turn: pending.iter().max().map_or(1, |n| n + 1),
+        pending: pending.to_vec(),
+        completed_turns: 0,
+        history_through: 0,
+        history_pruned_through: 0,
+        due_at_ms: due,
+        epoch: "e1".into(),
+    }
+}
+
+fn queued(number: u64) -> TurnRecord {
+    TurnRecord::queued(
+        number,
+        format!("m{number}"),
+        json!({"n": number}),
+        None,
+        2_000,
+        format!("e1-{number}"),
+    )
+}
+
+/// Turn `number` running, with `steps` saved steps.
+fn running(number: u64, steps: usize) -> TurnRecord {
+    TurnRecord {
+        status: TurnStatus::Running,
+        attempt: 1,
+        token: Some(format!("t{number}")),
+        steps: (0..steps)
+            .map(|i| StepCheckpoint {
+                key: format!("s{i}"),
+                kind: CheckpointKind::Step,
+                output: json!(i),
+                at_ms: 3_000 + i as i64,
+                delay_ms: None,
+                signal_name: None,
+                wake_at_ms: None,
+            })
+            .collect(),
+        ..queued(number)
+    }
+}
+
+fn done(number: u64, at: Millis) -> TurnRecord {
+    TurnRecord {
+        status: TurnStatus::Completed,
+        result: json!({"turn": number}),
+        finished_at_ms: Some(at),
+        ..running(number, 2)
+    }
+}
+
+fn write(instance: InstanceRecord, turns: Vec<TurnRecord>) -> WriteSet {
+    WriteSet {
+        ns: NS.into(),
+        id: instance.id.clone(),
+        expected_revision: instance.revision.checked_sub(1).filter(|r| *r > 0),
+        instance: Some(instance),
+        turns,
+        retention: None,
+        durability: Durability::Durable,
+    }
+}
+
+async fn ok(s: &dyn Store, w: WriteSet) {
+    if let Err(e) = s.commit(w.clone()).await {
+        panic!(
+            "commit of `{}` at revision {:?} failed: {e:?}",
+            w.id,
+            w.instance.map(|i| i.revision)
+        );
+    }
+}
+
+fn all(finished: bool) -> TurnRange {
+    TurnRange {
+        finished,
+        after: None,
+        limit: usize::MAX,
+    }
+}
+
+fn numbers(turns: &[TurnRecord]) -> Vec<u64> {
+    turns.iter().map(|t| t.number).collect()
+}
+
+/// Everything a reader can see of instance `id`.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    instance: Option<InstanceRecord>,
+    turns: Vec<Option<TurnRecord>>,
+    by_message: Vec<Option<u64>>,
+    unfinished: Vec<TurnRecord>,
+    finished: Vec<TurnRecord>,
+    second_unfinished_page: Vec<u64>,
+    listed: Vec<InstanceRecord>,
+    counts: (u64, u64),
+    due: Vec<String>,
+    next_due: Option<Millis>,
+}
+
+async fn seen(s: &dyn Store, id: &str, turns: u64) -> Seen {
+    let mut turn = Vec::new();
+    let mut by_message = Vec::new();
+    for n in 1..=turns {
+        turn.push(s.load_turn(NS, id, n).await.unwrap());
+        by_message.push(
+            s.find_message(NS, id, &format!("m{n}"))
+                .await
+                .unwrap()
+                .map(|t| t.number),
+        );
+    }
+    let page = TurnRange {
+        finished: false,
+        after: Some(1),
+        limit: 1,
+    };
+    let workflows = [WorkflowRef::new("order", "v1")];
+    Seen {
+        instance: s.load_instance(NS, id).await.unwrap(),
+        turns: turn,
+        by_message,
+        unfinished: s.list_turns(NS, id, all(false)).await.unwrap(),
+        finished: s.list_turns(NS, id, all(true)).await.unwrap(),
+        second_unfinished_page: numbers(&s.list_turns(NS, id, page).await.unwrap()),
+        listed: s
+            .list_instances(
+                NS,
+                InstanceFilter {
+                    limit: 100,
+                    ..InstanceFilter::default()
+                },
+            )
+            .await
+            .unwrap(),
+        counts: s.count_instances(NS, "order", Some("v1")).await.unwrap(),
+        due: s.due(NS, &workflows, 50_000, 10).await.unwrap(),
+        next_due: s.next_due(NS, &workflows).await.unwrap(),
+    }
+}
+
+/// One inbox's life, step by step, with what every read shows after each step. The same
+/// steps on every store must show the same things.
+async fn inbox_life(s: &dyn Store) -> Vec<Seen> {
+    let mut views = Vec::new();
+    // Another instance, idle, so the lists hold more than one.
+    ok(s, write(inst("b", 1, &[], None), vec![])).await;
+    // Created with one queued turn.
+    ok(s, write(inst("a", 1, &[1], Some(10_000)), vec![queued(1)])).await;
+    views.push(seen(s, "a", 3).await);
+    // Claimed, then two steps.
+    ok(
+        s,
+        write(inst("a", 2, &[1], Some(70_000)), vec![running(1, 0)]),
+    )
+    .await;
+    ok(
+        s,
+        write(inst("a", 3, &[1], Some(70_000)), vec![running(1, 1)]),
+    )
+    .await;
+    views.push(seen(s, "a", 3).await);
+    // A second message arrives while turn 1 runs.
+    ok(
+        s,
+        write(inst("a", 4, &[1, 2], Some(70_000)), vec![queued(2)]),
+    )
+    .await;
+    ok(
+        s,
+        write(inst("a", 5, &[1, 2], Some(40_000)), vec![running(1, 2)]),
+    )
+    .await;
+    views.push(seen(s, "a", 3).await);
+    // Turn 1 completes; turn 2 is the head now.
+    ok(
+        s,
+        write(inst("a", 6, &[2], Some(20_000)), vec![done(1, 30_000)]),
+    )
+    .await;
+    views.push(seen(s, "a", 3).await);
+    // Turn 2 runs and completes with a continuation, turn 3.
+    ok(
+        s,
+        write(inst("a", 7, &[2], Some(80_000)), vec![running(2, 1)]),
+    )
+    .await;
+    ok(
+        s,
+        write(
+            inst("a", 8, &[3], Some(45_000)),
+            vec![done(2, 31_000), queued(3)],
+        ),
+    )
+    .await;
+    views.push(seen(s, "a", 3).await);
+    // Paused: nothing due.
+    ok(
+        s,
+        write(
+            InstanceRecord {
+                paused: true,
+                ..inst("a", 9, &[3], None)
+            },
+            vec![],
+        ),
+    )
+    .await;
+    views.push(seen(s, "a", 3).await);
+    views
+}
+
+async fn open(dir: &Path, options: SqliteOptions) -> SqliteStore {
+    SqliteStore::open_with(&dir.join("journal.db"), options)
+        .await
+        .expect("open the sqlite store")
+}
+
+#[tokio::test]
+async fn journaled_inbox_reads_like_the_memory_store() {
+    let expected = inbox_life(&MemoryStore::new()).await;
+    let variants = [
+        ("default", SqliteOptions::default()),
+        (
+            "flush every 2",
+            SqliteOptions::default().with_journal_rows(2),
+        ),
+        ("no journal", SqliteOptions::default().with_journal_rows(0)),
+        ("no cache", SqliteOptions::default().with_cache_instances(0)),
+    ];
+    for (name, options) in variants {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), options.clone()).await;
+        let views = inbox_life(&store).await;
+        for (i, (got, want)) in views.iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "{name}: after step {i}");
+        }
+        let journaled = store.stats().journaled;
+        match name {
+            // Everything after each create: 2 claims/steps, admission, step, completion,
+            // claim, completion with continuation, pause.
+            "default" | "flush every 2" => assert_eq!(journaled, 8, "{name}"),
+            _ => assert_eq!(journaled, 0, "{name}"),
+        }
+        if name == "flush every 2" {
+            assert!(store.stats().flushes >= 3, "{name}: {:?}", store.stats());
+        }
+        // Reopened, the tables hold what the journal had.
+        drop(store);
+        let store = open(dir.path(), options).await;
+        assert_eq!(
+            seen(&store, "a", 3).await,
+            *expected.last().unwrap(),
+            "{name}: reopened"
+        );
+        assert_eq!(journal_rows(&dir.path().join("journal.db")), 0, "{name}");
+    }
+}
+
+/// Rows in the journal table, read straight from the file.
+fn journal_rows(path: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT COUNT(*) FROM journal", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_idle_writer_flushes_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let store = open(dir.path(), SqliteOptions::default()).await;
+    ok(
+        &store,
+        write(inst("a", 1, &[1], Some(10_000)), vec![queued(1)]),
+    )
+    .await;
+    ok(
+        &store,
+        write(inst("a", 2, &[1], Some(70_000)), vec![running(1, 0)]),
+    )
+    .await;
+    assert_eq!(store.stats().journaled, 1);
+    assert_eq!(journal_rows(&path), 1, "journaled, not yet in the tables");
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while store.stats().flushes == 0 {
+        assert!(Instant::now() < give_up, "no flush after 10 s idle");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(journal_rows(&path), 0);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let revision: i64 = conn
+        .query_row("SELECT revision FROM instances WHERE id = 'a'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(revision, 2, "the flush wrote the journaled instance row");
+    // And the store reads on as before.
+    assert_eq!(
+        store.load_turn(NS, "a", 1).await.unwrap(),
+        Some(running(1, 0))
+    );
+}
+
+#[tokio::test]
+async fn writes_the_journal_cannot_take_go_to_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), SqliteOptions::default()).await;
+    ok(&store, write(inst("a", 1, &[1], None), vec![queued(1)])).await;
+    ok(&store, write(inst("a", 2, &[1], None), vec![running(1, 1)])).await;
+    assert_eq!(store.stats().journaled, 1);
+
+    // A stale write on a journaled instance conflicts and changes nothing.
+    let mut stale = write(inst("a", 2, &[1], Some(5)), vec![running(1, 2)]);
+    stale.expected_revision = Some(1);
+    assert_eq!(store.commit(stale).await, Err(CommitError::Conflict));
+    assert_eq!(
+        store.load_instance(NS, "a").await.unwrap(),
+        Some(inst("a", 2, &[1], None))
+    );
+
+    // Rewriting a finished turn is refused by name, journaled or not.
+    ok(
+        &store,
+        write(inst("a", 3, &[], None), vec![done(1, 30_000)]),
+    )
+    .await;
+    assert_eq!(store.stats().journaled, 2);
+    let rewrite = write(inst("a", 4, &[], None), vec![done(1, 31_000)]);
+    let err = store.commit(rewrite).await.unwrap_err();
+    assert!(
+        err.to_string().contains("history"),
+        "a rewrite of a finished turn: {err}"
+    );
+    // A new turn reusing a kept message id is refused too.
+    let reuse = TurnRecord {
+        message_id: "m1".into(),
+        ..queued(2)
+    };
+    let err = store
+        .commit(write(inst("a", 4, &[2], None), vec![reuse]))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("m1"), "a reused message id: {err}");
+    assert_eq!(store.load_turn(NS, "a", 2).await.unwrap(), None);
+    assert_eq!(
+        store.stats().journaled,
+        2,
+        "refused writes were not journaled"
+    );
+
+    // Retention that has something to delete is applied in the tables; with nothing old
+    // enough it is journaled.
+    ok(&store, write(inst("a", 4, &[2], None), vec![queued(2)])).await;
+    let mut keep_new = write(inst("a", 5, &[], None), vec![done(2, 40_000)]);
+    keep_new.retention = Some(Retention {
+        keep_turns: 1,
+        keep_since_ms: 10_000,
+    });
+    ok(&store, keep_new).await;
+    assert_eq!(store.stats().journaled, 4);
+    let mut prune = write(inst("a", 6, &[], None), vec![]);
+    prune.retention = Some(Retention {
+        keep_turns: 1,
+        keep_since_ms: 35_000,
+    });
+    ok(&store, prune).await;
+    assert_eq!(store.stats().journaled, 4, "pruning went to the tables");
+    assert_eq!(
+        numbers(&store.list_turns(NS, "a", all(true)).await.unwrap()),
+        [2]
+    );
+    assert_eq!(store.find_message(NS, "a", "m1").await.unwrap(), None);
+    let pruned = store.load_instance(NS, "a").await.unwrap().unwrap();
+    assert_eq!(pruned.history_pruned_through, 1);
+}
+
+#[tokio::test]
+async fn write_sets_of_one_instance_in_one_batch() {
+    // Two write sets of the same instance sent together often share a batch: the first may
+    // be journaled, the second then goes to the tables on top of it.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), SqliteOptions::default()).await;
+    ok(&store, write(inst("a", 1, &[1], None), vec![queued(1)])).await;
+    let mut revision = 1;
+    for round in 0..50u64 {
+        let first = write(
+            inst("a", revision + 1, &[1], Some(round as i64)),
+            vec![running(1, 1)],
+        );
+        let second = write(
+            inst("a", revision + 2, &[1], Some(round as i64 + 1)),
+            vec![running(1, 2)],
+        );
+        let (a, b) = tokio::join!(store.commit(first), store.commit(second));
+        a.unwrap();
+        b.unwrap();
+        revision += 2;
+        assert_eq!(
+            store
+                .load_instance(NS, "a")
+                .await
+                .unwrap()
+                .map(|i| i.revision),
+            Some(revision)
+        );
+    }
+    assert_eq!(
+        store.load_turn(NS, "a", 1).await.unwrap(),
+        Some(running(1, 2))
+    );
+    drop(store);
+    let store = open(dir.path(), SqliteOptions::default()).await;
+    let stored = store.load_instance(NS, "a").await.unwrap().unwrap();
+    assert_eq!(stored, inst("a", revision, &[1], Some(50)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay after SIGKILL
+
+const CHILD_DB: &str = "TURNWISE_JOURNAL_CHILD_DB";
+
+/// The child of `replays_the_journal_after_sigkill`: journals writes forever, printing the
+/// revision of each acknowledged one.
+#[test]
+#[ignore = "child process of replays_the_journal_after_sigkill"]
+fn journal_child() {
+    let Some(path) = std::env::var_os(CHILD_DB) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        // No flush by count within the test's life.
+        let options = SqliteOptions::default().with_journal_rows(1_000_000);
+        let store = SqliteStore::open_with(Path::new(&path), options)
+            .await
+            .unwrap();
+        ok(&store, write(inst("a", 1, &[1], None), vec![queued(1)])).await;
+        let give_up = Instant::now() + Duration::from_secs(30);
+        let mut revision = 1;
+        while Instant::now() < give_up {
+            revision += 1;
+            let step = (revision % 60) as usize;
+            ok(
+                &store,
+                write(
+                    inst("a", revision, &[1], Some(revision as i64)),
+                    vec![running(1, step)],
+                ),
+            )
+            .await;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "ack {revision}").unwrap();
+            out.flush().unwrap();
+        }
+    });
+}
+
+#[tokio::test]
+async fn replays_the_journal_after_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "journal_child", "--nocapture", "--ignored"])
+        .env(CHILD_DB, &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut acked = 0u64;
+    while acked < 300 {
+        let Some(line) = lines.next() else {
+            panic!("the child stopped after {acked} writes")
+        };
+        if let Some(n) = line.unwrap().strip_prefix("ack ") {
+            acked = n.parse().unwrap();
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        journal_rows(&path) > 0,
+        "the kill left journaled rows to replay"
+    );
+    let store = SqliteStore::open(&path).await.unwrap();
+    let stored = store.load_instance(NS, "a").await.unwrap().unwrap();
+    // Every acknowledged write is there; at most the one in flight too.
+    assert!(
+        stored.revision == acked || stored.revision == acked + 1,
+        "acknowledged {acked}, found {}",
+        stored.revision
+    );
+    let step = (stored.revision % 60) as usize;
+    assert_eq!(
+        stored,
+        inst("a", stored.revision, &[1], Some(stored.revision as i64))
+    );
+    assert_eq!(
+        store.load_turn(NS, "a", 1).await.unwrap(),
+        Some(running(1, step))
+    );
+    assert_eq!(
+        store
+            .due(NS, &[WorkflowRef::new("order", "v1")], i64::MAX, 10)
+            .await
+            .unwrap(),
+        ["a"]
+    );
+    drop(store);
+    assert_eq!(journal_rows(&path), 0, "replayed and emptied");
+}
