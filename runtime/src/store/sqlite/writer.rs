@@ -278,14 +278,7 @@ impl Writer {
             return Ok(());
         }
         let relaxed_only = want == Synchronous::Off && self.configured != Synchronous::Off;
-        let checkpoints = if relaxed_only {
-            0
-        } else {
-            std::env::var("TW_CKPT")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(WAL_AUTOCHECKPOINT)
-        };
+        let checkpoints = if relaxed_only { 0 } else { WAL_AUTOCHECKPOINT };
         self.conn
             .execute_batch(&format!(
                 "{}; PRAGMA wal_autocheckpoint = {checkpoints};",
