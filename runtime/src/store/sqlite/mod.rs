@@ -182,9 +182,12 @@ impl SqliteOptions {
 ///   turn, unique by `(ns, id, number)` and by `(ns, id, message_id)`, with two partial indexes:
 ///   unfinished turns by number (the inbox) and finished ones by age (retention). A turn enters
 ///   each of them once, so the writes of a running turn touch no index at all.
+/// - `journal(seq, ns, id, revision, instance, turns)`: write sets not yet written into the
+///   two tables above (see *The journal* below); empty whenever the store is closed cleanly.
 ///
-/// The schema version is kept in `PRAGMA user_version` (now 2); a version-1 file is migrated
-/// when opened (its two full `finished` indexes are replaced by the partial ones).
+/// The schema version is kept in `PRAGMA user_version` (now 3); files of versions 1 and 2 are
+/// migrated when opened (version 1's two full `finished` indexes are replaced by the partial
+/// ones; the journal table is added).
 ///
 /// Records are stored as `serde_json` text; with the `arbitrary_precision` feature numbers
 /// round-trip exactly as written (`1.10` stays `1.10`).
@@ -208,12 +211,43 @@ impl SqliteOptions {
 /// could lose earlier durable commits on power loss): they wait for the next durable batch, or
 /// for the writer's own checkpoint at the configured level after a long relaxed-only run.
 ///
+/// # The journal
+///
+/// Most write sets of a busy store belong to an inbox at work: an admission, a claim, an
+/// operation start, a checkpoint, a completion. Written into the tables, each would rewrite an
+/// instance row and a turn row of about a kilobyte each, plus index entries, on pages of their
+/// own: a few 4 KiB pages per write set, every one of them written to the WAL and copied again
+/// by the next checkpoint. So such a write set is instead appended to `journal` as one row
+/// (the instance and its changed turns as JSON), which packs several write sets into one page.
+/// The decoded records stay in memory as *dirty* cache entries, which every read consults
+/// first or merges with what it reads from the tables. Later the writer *flushes*: it writes
+/// each dirty instance's newest rows into the tables once, however many journal rows it had,
+/// and empties the journal, in one transaction. It flushes after
+/// [`SqliteOptions::journal_rows`] journaled write sets, when more than a thousand instances are
+/// dirty, when it has been idle for 50 ms, and when the store closes. When the store opens, it
+/// replays whatever a crash left in the journal before anything else.
+///
+/// A write set goes to the journal only when the cache holds the instance it changes and it
+/// keeps the instance's type, version and pruning mark; every turn it writes is then one of
+/// the instance's unfinished turns (same message id) or a new one (a number and message id the
+/// store has never kept), and its retention has nothing to delete. Anything else, such as a
+/// create, a delete, pruning or an attempt to rewrite history, is applied to the tables, after
+/// the instance's dirty rows were written there. A journaled write set is as durable as any
+/// other: the journal row is part of the same batch transaction.
+///
+/// The schedule index lives in memory, loaded when the store opens and updated by the writer
+/// after every `COMMIT`, so that claims find due instances without a query and journaled due
+/// times count at once. The `due_at_ms` column and its index are kept for that load.
+///
 /// # Reads
 ///
 /// Reads run on a small pool of read-only connections through
 /// [`tokio::task::spawn_blocking`], so they never block the async runtime and never wait for
-/// the writer (WAL readers see the last committed state). [`Store::load_instance`] is served
-/// from a bounded write-through cache of decoded instances when possible.
+/// the writer (WAL readers see the last committed state). [`Store::load_instance`] and
+/// [`Store::load_turn`] are served from a bounded write-through cache of decoded instances
+/// when possible, [`Store::due`] and [`Store::next_due`] from the schedule in memory. Reads
+/// that may meet rows a journaled write has made stale take the dirty records in their place;
+/// such a read is done again if a flush wrote dirty rows into the tables while it ran.
 ///
 /// # One writer per file
 ///
