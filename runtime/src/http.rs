@@ -99,6 +99,29 @@ enum Retry {
     Once,
 }
 
+/// Every route without parameters of its own, whose URL [`Config::fixed`] builds once.
+const FIXED_PATHS: [&str; 19] = [
+    P_SCHEMAS,
+    P_INSTANCES,
+    P_MESSAGE,
+    P_GET,
+    P_INBOX,
+    P_TYPE_INBOX,
+    P_HISTORY,
+    P_TURN,
+    P_CONTROL,
+    P_DELETE,
+    P_CLAIM,
+    P_OPERATION,
+    P_PROGRESS,
+    P_CHECKPOINT,
+    P_WAIT_SIGNAL,
+    P_SIGNAL,
+    P_COMPLETE,
+    P_FAIL,
+    P_HEARTBEAT,
+];
+
 struct Config {
     /// The base URL without a trailing `/`.
     base: String,
@@ -108,6 +131,62 @@ struct Config {
     max_retries: u32,
     retry_budget: Duration,
     retry_delay: Duration,
+    /// The URL of every path of [`FIXED_PATHS`] with the scope's query and no parameters of
+    /// its own, built once: parsing a URL costs more than the rest of building a request.
+    fixed: Vec<(&'static str, Url)>,
+}
+
+impl Config {
+    /// `base`, scope and options; the fixed URLs are built from them.
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        base: String,
+        graph: Option<String>,
+        stack: Option<String>,
+        timeout: Duration,
+        max_retries: u32,
+        retry_budget: Duration,
+        retry_delay: Duration,
+    ) -> Config {
+        let mut config = Config {
+            base,
+            graph,
+            stack,
+            timeout,
+            max_retries,
+            retry_budget,
+            retry_delay,
+            fixed: Vec::new(),
+        };
+        // A path whose URL cannot be built is left out: building it at each call reports why.
+        config.fixed = FIXED_PATHS
+            .iter()
+            .filter_map(|&path| Some((path, config.build_url(path, &[]).ok()?)))
+            .collect();
+        config
+    }
+
+    /// The URL of `path` with the scope's query parameters, then `query`.
+    fn build_url(&self, path: &str, query: &[(&str, String)]) -> Result<Url> {
+        let mut url = Url::parse(&format!("{}{path}", self.base))
+            .map_err(|e| Error::Transport(format!("cannot build the URL of {path}: {e}")))?;
+        {
+            let mut pairs = url.query_pairs_mut();
+            if let Some(graph) = &self.graph {
+                pairs.append_pair("graph", graph);
+            }
+            if let Some(stack) = &self.stack {
+                pairs.append_pair("stack", stack);
+            }
+            for (k, v) in query {
+                pairs.append_pair(k, v);
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        Ok(url)
+    }
 }
 
 /// The message-workflow protocol over HTTP: a client of a turnwise server (`turnwise serve`)
@@ -241,15 +320,15 @@ impl HttpBuilder {
             .map_err(|e| Error::Transport(format!("cannot build the HTTP client: {e}")))?;
         Ok(Http {
             client,
-            config: Arc::new(Config {
+            config: Arc::new(Config::new(
                 base,
-                graph: self.graph,
-                stack: self.stack,
-                timeout: self.timeout,
-                max_retries: self.max_retries,
-                retry_budget: self.retry_budget,
-                retry_delay: self.retry_delay,
-            }),
+                self.graph,
+                self.stack,
+                self.timeout,
+                self.max_retries,
+                self.retry_budget,
+                self.retry_delay,
+            )),
             leases: Arc::default(),
         })
     }
@@ -296,8 +375,18 @@ impl Http {
             max_retries: c.max_retries,
             retry_budget: c.retry_budget,
             retry_delay: c.retry_delay,
+            fixed: Vec::new(),
         };
         change(&mut config);
+        let config = Config::new(
+            config.base,
+            config.graph,
+            config.stack,
+            config.timeout,
+            config.max_retries,
+            config.retry_budget,
+            config.retry_delay,
+        );
         Http {
             client: self.client.clone(),
             config: Arc::new(config),
@@ -325,24 +414,12 @@ impl Http {
     // -----------------------------------------------------------------------------------------
 
     fn url(&self, path: &str, query: &[(&str, String)]) -> Result<Url> {
-        let mut url = Url::parse(&format!("{}{path}", self.config.base))
-            .map_err(|e| Error::Transport(format!("cannot build the URL of {path}: {e}")))?;
-        {
-            let mut pairs = url.query_pairs_mut();
-            if let Some(graph) = &self.config.graph {
-                pairs.append_pair("graph", graph);
-            }
-            if let Some(stack) = &self.config.stack {
-                pairs.append_pair("stack", stack);
-            }
-            for (k, v) in query {
-                pairs.append_pair(k, v);
+        if query.is_empty() {
+            if let Some((_, url)) = self.config.fixed.iter().find(|(p, _)| *p == path) {
+                return Ok(url.clone());
             }
         }
-        if url.query() == Some("") {
-            url.set_query(None);
-        }
-        Ok(url)
+        self.config.build_url(path, query)
     }
 
     /// Send one call, with retries when its route allows them, and answer the success body.
@@ -359,7 +436,7 @@ impl Http {
             if let Some(body) = &call.body {
                 // The same bytes on every try: the body was serialized once, before the loop.
                 request = request
-                    .header(CONTENT_TYPE, "application/json")
+                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
                     .body(body.clone());
             }
             let (error, may_retry, asked) = match request.send().await {
@@ -405,14 +482,14 @@ impl Http {
         }
     }
 
-    /// POST `body` to `path` and answer the parsed JSON body (`null` when empty).
+    /// POST `body` to `path` and answer the success body, to be read with [`Answer`]'s methods.
     async fn post<B: Serialize>(
         &self,
         path: &'static str,
         body: &B,
         retry: Retry,
         lease: Option<&Lease>,
-    ) -> Result<Value> {
+    ) -> Result<Answer> {
         self.post_with_timeout(path, body, retry, lease, self.config.timeout)
             .await
     }
@@ -424,9 +501,12 @@ impl Http {
         retry: Retry,
         lease: Option<&Lease>,
         timeout: Duration,
-    ) -> Result<Value> {
-        let body = serde_json::to_vec(body)
+    ) -> Result<Answer> {
+        // Most bodies are a few hundred bytes: start big enough to write them without growing.
+        let mut bytes = Vec::with_capacity(512);
+        serde_json::to_writer(&mut bytes, body)
             .map_err(|e| Error::invalid("body", format!("cannot be serialized: {e}")))?;
+        let body = bytes;
         let answer = self
             .send(Call {
                 method: Method::POST,
@@ -438,7 +518,7 @@ impl Http {
                 lease,
             })
             .await?;
-        parse_body(path, &answer)
+        Ok(Answer { path, body: answer })
     }
 
     /// GET `path` with `query` (always retried) and parse the answer as `T`.
@@ -458,7 +538,7 @@ impl Http {
                 lease: None,
             })
             .await?;
-        decode(path, parse_body(path, &answer)?)
+        Answer { path, body: answer }.decode()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -584,6 +664,48 @@ fn parse_http_date(value: &str) -> Option<u64> {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     let days = era * 146_097 + doe - 719_468;
     u64::try_from(days * 86_400 + (h * 3600 + m * 60 + s) as i64).ok()
+}
+
+/// The success body of a call, read in one pass straight into the type the call answers.
+///
+/// Each reading first deserializes the bytes into its type directly. Only when that fails does
+/// it take the slow way of earlier versions (the body as a JSON value, then the value read as
+/// the type, or leniently): so the answer is the same, the errors are the same, and the common
+/// case builds no intermediate [`Value`].
+struct Answer {
+    path: &'static str,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    /// The body as JSON: `null` when empty.
+    fn value(&self) -> Result<Value> {
+        parse_body(self.path, &self.body)
+    }
+
+    /// The body as a `T`.
+    fn decode<T: DeserializeOwned>(&self) -> Result<T> {
+        match serde_json::from_slice(&self.body) {
+            Ok(v) => Ok(v),
+            Err(_) => decode(self.path, self.value()?),
+        }
+    }
+
+    /// The body as a turn, or leniently as a stand-in turn (see [`lenient_turn`]).
+    fn turn(&self, lease: &Lease, status: TurnStatus) -> Result<WorkflowTurn> {
+        match serde_json::from_slice(&self.body) {
+            Ok(turn) => Ok(turn),
+            Err(_) => Ok(lenient_turn(self.value()?, lease, status)),
+        }
+    }
+
+    /// The body as a claim answer (see [`parse_claim`]).
+    fn claim(&self) -> Result<ClaimResponse> {
+        match serde_json::from_slice(&self.body) {
+            Ok(claimed) => Ok(claimed),
+            Err(_) => parse_claim(self.value()?),
+        }
+    }
 }
 
 /// A success body as JSON: `null` when empty.
@@ -858,7 +980,11 @@ impl Backend for Http {
     /// answers something else is asked for the instance with a read.
     async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance> {
         let answer = self.post(P_INSTANCES, &req, Retry::Yes, None).await?;
-        match serde_json::from_value(answer) {
+        let instance = match serde_json::from_slice(&answer.body) {
+            Ok(instance) => Ok(instance),
+            Err(_) => serde_json::from_value(answer.value()?),
+        };
+        match instance {
             Ok(instance) => Ok(instance),
             Err(_) => self.get_instance(&req.id).await,
         }
@@ -866,10 +992,7 @@ impl Backend for Http {
 
     /// `POST /v1/workflows/instances/message`, retried.
     async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
-        decode(
-            P_MESSAGE,
-            self.post(P_MESSAGE, &req, Retry::Yes, None).await?,
-        )
+        self.post(P_MESSAGE, &req, Retry::Yes, None).await?.decode()
     }
 
     /// `GET /v1/workflows/instances/get?id=`, retried.
@@ -922,15 +1045,14 @@ impl Backend for Http {
 
     /// `POST /v1/workflows/instances/control`, sent once.
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
-        decode(
-            P_CONTROL,
-            self.post(P_CONTROL, &req, Retry::Once, None).await?,
-        )
+        self.post(P_CONTROL, &req, Retry::Once, None)
+            .await?
+            .decode()
     }
 
     /// `POST /v1/workflows/instances/delete`, retried.
     async fn delete_instance(&self, req: DeleteRequest) -> Result<DeleteResponse> {
-        decode(P_DELETE, self.post(P_DELETE, &req, Retry::Yes, None).await?)
+        self.post(P_DELETE, &req, Retry::Yes, None).await?.decode()
     }
 
     /// `POST /v1/workflows/turns/claim`, sent once, with a request timeout of at least
@@ -943,7 +1065,7 @@ impl Backend for Http {
         let answer = self
             .post_with_timeout(P_CLAIM, &req, Retry::Once, None, timeout)
             .await?;
-        let claimed = parse_claim(answer)?;
+        let claimed = answer.claim()?;
         if let Some(task) = &claimed.task {
             self.remember_lease(&task.token, task.lease_ms);
         }
@@ -956,7 +1078,7 @@ impl Backend for Http {
             .post(P_OPERATION, &req, Retry::Yes, Some(&req.lease))
             .await;
         self.settle(&req.lease, &r);
-        Ok(lenient_turn(r?, &req.lease, TurnStatus::Running))
+        r?.turn(&req.lease, TurnStatus::Running)
     }
 
     /// `POST /v1/workflows/turns/progress`, retried.
@@ -965,7 +1087,7 @@ impl Backend for Http {
             .post(P_PROGRESS, &req, Retry::Yes, Some(&req.lease))
             .await;
         self.settle(&req.lease, &r);
-        Ok(lenient_turn(r?, &req.lease, TurnStatus::Running))
+        r?.turn(&req.lease, TurnStatus::Running)
     }
 
     /// `POST /v1/workflows/turns/checkpoint`, retried. A saved sleep releases the turn.
@@ -980,7 +1102,7 @@ impl Backend for Http {
         } else {
             TurnStatus::Running
         };
-        Ok(lenient_turn(r?, &req.lease, status))
+        r?.turn(&req.lease, status)
     }
 
     /// `POST /v1/workflows/turns/wait-signal`, retried. A `waiting` answer released the turn.
@@ -989,7 +1111,7 @@ impl Backend for Http {
             .post(P_WAIT_SIGNAL, &req, Retry::Yes, Some(&req.lease))
             .await;
         self.settle(&req.lease, &r);
-        let turn = lenient_turn(r?, &req.lease, TurnStatus::Running);
+        let turn = r?.turn(&req.lease, TurnStatus::Running)?;
         if turn.status == TurnStatus::Waiting {
             self.forget_lease(&req.lease.token);
         }
@@ -998,7 +1120,7 @@ impl Backend for Http {
 
     /// `POST /v1/workflows/turns/signal`, retried.
     async fn signal(&self, req: SignalRequest) -> Result<WorkflowTurn> {
-        decode(P_SIGNAL, self.post(P_SIGNAL, &req, Retry::Yes, None).await?)
+        self.post(P_SIGNAL, &req, Retry::Yes, None).await?.decode()
     }
 
     /// `POST /v1/workflows/turns/complete`, retried with the very same body bytes.
@@ -1007,7 +1129,7 @@ impl Backend for Http {
             .post(P_COMPLETE, &req, Retry::Yes, Some(&req.lease))
             .await;
         self.forget_lease(&req.lease.token);
-        Ok(lenient_turn(r?, &req.lease, TurnStatus::Completed))
+        r?.turn(&req.lease, TurnStatus::Completed)
     }
 
     /// `POST /v1/workflows/turns/fail`, sent once.
@@ -1019,7 +1141,7 @@ impl Backend for Http {
         } else {
             TurnStatus::Queued
         };
-        Ok(lenient_turn(r?, &req.lease, status))
+        r?.turn(&req.lease, status)
     }
 
     /// `POST /v1/workflows/turns/heartbeat`, sent once, with a request timeout of a third of
@@ -1035,7 +1157,7 @@ impl Backend for Http {
             .post_with_timeout(P_HEARTBEAT, &lease, Retry::Once, Some(&lease), timeout)
             .await;
         self.settle(&lease, &r);
-        Ok(lenient_turn(r?, &lease, TurnStatus::Running))
+        r?.turn(&lease, TurnStatus::Running)
     }
 
     /// `POST /v1/workflows/schemas`, retried: registering the same document again is harmless.
@@ -1048,8 +1170,10 @@ impl Backend for Http {
             "reply": schema.reply,
             "signals": schema.signals,
         });
+        // The answer is not used, but one that is not JSON is still an error.
         self.post(P_SCHEMAS, &body, Retry::Yes, None)
-            .await
+            .await?
+            .value()
             .map(drop)
     }
 }
