@@ -62,6 +62,12 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             return Err(ApiError::invalid(None, what));
         }
     }
+    // The common case, a body of the right shape, in one plain pass. Only a body that fails
+    // pays for the second pass below, which tracks the path of the field at fault; both read
+    // the same value, so a body is accepted or refused exactly as before.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();
@@ -143,9 +149,23 @@ impl FromRequestParts<AppState> for Ns {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let ns = namespace(parts.uri.query().unwrap_or(""))?;
+        let query = parts.uri.query().unwrap_or("");
+        if !names_scope(query) {
+            // Neither `graph` nor `stack`: the default namespace, addressed once at start.
+            return Ok(Ns(state.default_ns.clone()));
+        }
+        let ns = namespace(query)?;
         Ok(Ns(state.engine.namespace(ns)))
     }
+}
+
+/// Whether a query string has a `graph` or a `stack` parameter, however encoded. Errs on the
+/// side of `true`: any `%` or `+` in a key sends the query through [`namespace`].
+fn names_scope(query: &str) -> bool {
+    query.split('&').any(|pair| {
+        let key = pair.split('=').next().unwrap_or("");
+        key == "graph" || key == "stack" || key.contains(['%', '+'])
+    })
 }
 
 /// The namespace a query string addresses. A repeated parameter takes its last value, as the
@@ -168,5 +188,32 @@ pub fn namespace(query: &str) -> Result<String, ApiError> {
             turnwise::validate::identifier("stack", &stack)?;
             Ok(format!("{graph}@{stack}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_without_graph_or_stack_addresses_the_default_namespace() {
+        for query in ["", "id=w", "id=w&after=3", "graphs=x", "x=graph", "&&", "="] {
+            assert!(!names_scope(query), "{query}");
+            assert_eq!(
+                namespace(query).unwrap(),
+                turnwise::engine::DEFAULT_NAMESPACE,
+                "{query}"
+            );
+        }
+        for query in [
+            "graph=main",
+            "id=w&stack=dev",
+            "gr%61ph=main",
+            "graph",
+            "a+b=c",
+        ] {
+            assert!(names_scope(query), "{query}");
+        }
+        assert_eq!(namespace("gr%61ph=main&stack=dev").unwrap(), "main@dev");
     }
 }

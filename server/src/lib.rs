@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+mod answer;
 mod extract;
 mod routes;
 
@@ -140,6 +141,8 @@ impl ServerOptions {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) engine: Engine,
+    /// `engine` addressing the default namespace, for requests that name no other.
+    pub(crate) default_ns: Engine,
     pub(crate) schemas: Arc<SchemaRegistry>,
     pub(crate) options: Arc<ServerOptions>,
     pub(crate) started: Instant,
@@ -148,6 +151,7 @@ pub(crate) struct AppState {
 /// The server's routes over `engine`.
 pub fn router(engine: Engine, options: ServerOptions) -> Router {
     let state = AppState {
+        default_ns: engine.namespace(turnwise::engine::DEFAULT_NAMESPACE),
         engine,
         schemas: Arc::new(SchemaRegistry::default()),
         options: Arc::new(options),
@@ -157,8 +161,10 @@ pub fn router(engine: Engine, options: ServerOptions) -> Router {
     routes::routes()
         .layer(DefaultBodyLimit::max(limit))
         .layer(CatchPanicLayer::custom(panicked))
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
-        .layer(middleware::from_fn(request_context))
+        .layer(middleware::from_fn_with_state(
+            state.options.clone(),
+            request_context,
+        ))
         .with_state(state)
 }
 
@@ -220,11 +226,9 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     .into_response()
 }
 
-/// Refuse requests without the configured bearer token.
-async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(expected) = state.options.api_token.as_deref() else {
-        return next.run(req).await;
-    };
+/// The refusal of a request without the configured bearer token, if it is one.
+fn authenticate(options: &ServerOptions, req: &Request) -> Option<ApiError> {
+    let expected = options.api_token.as_deref()?;
     let given = req
         .headers()
         .get(axum::http::header::AUTHORIZATION)
@@ -235,19 +239,17 @@ async fn authenticate(State(state): State<AppState>, req: Request, next: Next) -
         scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
     });
     match token {
-        Some(t) if constant_time_eq(t.as_bytes(), expected.as_bytes()) => next.run(req).await,
-        Some(_) => ApiError::new(
+        Some(t) if constant_time_eq(t.as_bytes(), expected.as_bytes()) => None,
+        Some(_) => Some(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "the bearer token is not valid for this server",
-        )
-        .into_response(),
-        None => ApiError::new(
+        )),
+        None => Some(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "this server requires `Authorization: Bearer <token>` (the token it was started with)",
-        )
-        .into_response(),
+        )),
     }
 }
 
@@ -279,19 +281,29 @@ fn request_id() -> String {
     format!("req_{seed:016x}{n:08x}")
 }
 
-/// Give every request an id, write error bodies in the wire's envelope, and log the request.
-async fn request_context(req: Request, next: Next) -> Response {
+/// Give every request an id, refuse it without the configured bearer token, write error
+/// bodies in the wire's envelope, and log the request.
+async fn request_context(
+    State(options): State<Arc<ServerOptions>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let id = request_id();
     let method = req.method().clone();
-    let path = req.uri().path().to_owned();
-    let mut res = next.run(req).await;
+    // A clone of the URI shares its bytes with the request: no copy of the path.
+    let uri = req.uri().clone();
+    let path = uri.path();
+    let mut res = match authenticate(&options, &req) {
+        Some(refused) => refused.into_response(),
+        None => next.run(req).await,
+    };
     let status = res.status();
     if status.is_client_error() || status.is_server_error() {
         let error = match res.extensions_mut().remove::<ApiError>() {
             Some(e) => e,
             // A refusal from the framework itself (e.g. a method not allowed on a route).
-            None => ApiError::new(status, generic_code(status), generic_message(status, &path)),
+            None => ApiError::new(status, generic_code(status), generic_message(status, path)),
         };
         let mut headers = std::mem::take(res.headers_mut());
         headers.remove(axum::http::header::CONTENT_LENGTH);

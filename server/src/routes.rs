@@ -5,12 +5,13 @@ use std::time::{Duration, Instant};
 use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use turnwise::protocol::*;
 use turnwise::Backend;
 
+use crate::answer::Json;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Ns, Query};
 use crate::schemas::SchemaDocument;
@@ -163,6 +164,13 @@ async fn claim(
     Body(req): Body<ClaimRequest>,
 ) -> ApiResult<Json<ClaimResponse>> {
     let total = Duration::from_millis(req.wait_ms).min(engine.config().max_claim_wait);
+    if total.is_zero() {
+        // No wait (a worker polling, or a server shutting down): the loop below would make
+        // exactly this one call, after copying the request for it.
+        let mut req = req;
+        req.wait_ms = 0;
+        return Ok(Json(engine.claim(req).await?));
+    }
     let deadline = Instant::now() + total;
     let shutdown = &state.options.shutdown;
     loop {
