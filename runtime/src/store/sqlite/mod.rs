@@ -561,16 +561,8 @@ fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, Stor
     checked?;
     conn.execute_batch(synchronous.sql())
         .map_err(db("set synchronous"))?;
-    // The writer's page cache holds the pages its writes touch again and again (the journal's
-    // last pages, the indexes a flush updates); SQLite's default of 2 MiB let the journal push
-    // them out, to be read back from the file. This is a ceiling, not an allocation.
-    conn.execute_batch(&format!("PRAGMA cache_size = -{WRITER_CACHE_KIB}"))
-        .map_err(db("set the page cache size"))?;
     Ok(conn)
 }
-
-/// The writer connection's page cache, in KiB.
-const WRITER_CACHE_KIB: u32 = 64 * 1024;
 
 /// Inside a write transaction: refuse foreign or newer files, create the schema if missing.
 fn check_schema(conn: &Connection, path: &Path) -> Result<(), StoreError> {
