@@ -41,7 +41,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use bytes::Bytes;
+use reqwest::header::{
+    HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER, USER_AGENT,
+};
 use reqwest::{Method, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -133,7 +136,7 @@ struct Config {
     retry_delay: Duration,
     /// The URL of every path of [`FIXED_PATHS`] with the scope's query and no parameters of
     /// its own, built once: parsing a URL costs more than the rest of building a request.
-    fixed: Vec<(&'static str, Url)>,
+    fixed: Vec<(&'static str, Url, Option<hyper::Uri>)>,
 }
 
 impl Config {
@@ -161,7 +164,11 @@ impl Config {
         // A path whose URL cannot be built is left out: building it at each call reports why.
         config.fixed = FIXED_PATHS
             .iter()
-            .filter_map(|&path| Some((path, config.build_url(path, &[]).ok()?)))
+            .filter_map(|&path| {
+                let url = config.build_url(path, &[]).ok()?;
+                let target = direct::Direct::target(&url);
+                Some((path, url, target))
+            })
             .collect();
         config
     }
@@ -198,6 +205,8 @@ impl Config {
 #[derive(Clone)]
 pub struct Http {
     client: reqwest::Client,
+    /// The connections of a plain `http://` server, when this client sends on its own.
+    direct: Option<Arc<direct::Direct>>,
     config: Arc<Config>,
     /// Lease lengths of the turns this client claimed, by token: a heartbeat's request timeout
     /// is a third of its lease.
@@ -313,13 +322,18 @@ impl HttpBuilder {
             value.set_sensitive(true);
             headers.insert(AUTHORIZATION, value);
         }
+        let user_agent = concat!("turnwise/", env!("CARGO_PKG_VERSION"));
+        let mut direct_headers = headers.clone();
+        direct_headers.insert(USER_AGENT, HeaderValue::from_static(user_agent));
+        let direct = direct::Direct::new(&url, direct_headers).map(Arc::new);
         let client = reqwest::Client::builder()
             .default_headers(headers)
-            .user_agent(concat!("turnwise/", env!("CARGO_PKG_VERSION")))
+            .user_agent(user_agent)
             .build()
             .map_err(|e| Error::Transport(format!("cannot build the HTTP client: {e}")))?;
         Ok(Http {
             client,
+            direct,
             config: Arc::new(Config::new(
                 base,
                 self.graph,
@@ -389,6 +403,7 @@ impl Http {
         );
         Http {
             client: self.client.clone(),
+            direct: self.direct.clone(),
             config: Arc::new(config),
             leases: self.leases.clone(),
         }
@@ -413,53 +428,65 @@ impl Http {
     // Sending
     // -----------------------------------------------------------------------------------------
 
-    fn url(&self, path: &str, query: &[(&str, String)]) -> Result<Url> {
+    /// The URL of a call, and its request target when this client sends on its own.
+    fn url(&self, path: &str, query: &[(&str, String)]) -> Result<(Url, Option<hyper::Uri>)> {
         if query.is_empty() {
-            if let Some((_, url)) = self.config.fixed.iter().find(|(p, _)| *p == path) {
-                return Ok(url.clone());
+            if let Some((_, url, target)) = self.config.fixed.iter().find(|(p, ..)| *p == path) {
+                return Ok((url.clone(), target.clone()));
             }
         }
-        self.config.build_url(path, query)
+        let url = self.config.build_url(path, query)?;
+        let target = self
+            .direct
+            .as_ref()
+            .and_then(|_| direct::Direct::target(&url));
+        Ok((url, target))
     }
 
     /// Send one call, with retries when its route allows them, and answer the success body.
-    async fn send(&self, call: Call<'_>) -> Result<Vec<u8>> {
+    async fn send(&self, call: Call<'_>) -> Result<Bytes> {
         let config = &self.config;
-        let url = self.url(call.path, &call.query)?;
+        let (url, target) = self.url(call.path, &call.query)?;
         let first = Instant::now();
         let mut retries = 0u32;
         loop {
-            let mut request = self
-                .client
-                .request(call.method.clone(), url.clone())
-                .timeout(call.timeout);
-            if let Some(body) = &call.body {
-                // The same bytes on every try: the body was serialized once, before the loop.
-                request = request
-                    .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                    .body(body.clone());
-            }
-            let (error, may_retry, asked) = match request.send().await {
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let retry_after = response
-                        .headers()
-                        .get(RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(parse_retry_after);
-                    match response.bytes().await {
-                        Ok(body) if (200..300).contains(&status) => return Ok(body.to_vec()),
-                        Ok(body) => {
-                            let wire = WireError::parse(status, &body);
-                            let may_retry =
-                                (status == 429 || status >= 500) && wire.retryable != Some(false);
-                            let asked = retry_after.or(wire.retry_after);
-                            (wire.into_error(status, call.lease), may_retry, asked)
+            // The same bytes on every try: the body was serialized once, before the loop.
+            let reply = match (&self.direct, &target) {
+                (Some(direct), Some(target)) => {
+                    let sent = Instant::now();
+                    match direct
+                        .send(&call.method, target, call.body.as_ref(), call.timeout)
+                        .await
+                    {
+                        // reqwest follows redirects: let it, from the start, in the time left.
+                        Ok(r) if (300..400).contains(&r.status) => {
+                            let left = call.timeout.saturating_sub(sent.elapsed());
+                            self.via_reqwest(&call, &url, left).await
                         }
-                        Err(e) => (transport(&call, &e), true, None),
+                        Ok(r) => Ok(Reply {
+                            status: r.status,
+                            retry_after: retry_after(&r.headers),
+                            body: r.body,
+                        }),
+                        Err(e) => Err((transport(&call, &e), true)),
                     }
                 }
-                Err(e) => (transport(&call, &e), !e.is_builder(), None),
+                _ => self.via_reqwest(&call, &url, call.timeout).await,
+            };
+            let (error, may_retry, asked) = match reply {
+                Ok(Reply { status, body, .. }) if (200..300).contains(&status) => return Ok(body),
+                Ok(Reply {
+                    status,
+                    retry_after,
+                    body,
+                }) => {
+                    let wire = WireError::parse(status, &body);
+                    let may_retry =
+                        (status == 429 || status >= 500) && wire.retryable != Some(false);
+                    let asked = retry_after.or(wire.retry_after);
+                    (wire.into_error(status, call.lease), may_retry, asked)
+                }
+                Err((error, may_retry)) => (error, may_retry, None),
             };
             if call.retry == Retry::Once || !may_retry || retries >= config.max_retries {
                 return Err(error);
@@ -479,6 +506,40 @@ impl Http {
             );
             tokio::time::sleep(delay).await;
             retries += 1;
+        }
+    }
+
+    /// One try of `call` through reqwest within `timeout`: its answer, or the transport error
+    /// and whether it may be retried.
+    async fn via_reqwest(
+        &self,
+        call: &Call<'_>,
+        url: &Url,
+        timeout: Duration,
+    ) -> std::result::Result<Reply, (Error, bool)> {
+        let mut request = self
+            .client
+            .request(call.method.clone(), url.clone())
+            .timeout(timeout);
+        if let Some(body) = &call.body {
+            request = request
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                .body(body.clone());
+        }
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let retry_after = retry_after(response.headers());
+                match response.bytes().await {
+                    Ok(body) => Ok(Reply {
+                        status,
+                        retry_after,
+                        body,
+                    }),
+                    Err(e) => Err((transport(call, &e), true)),
+                }
+            }
+            Err(e) => Err((transport(call, &e), !e.is_builder())),
         }
     }
 
@@ -506,7 +567,7 @@ impl Http {
         let mut bytes = Vec::with_capacity(512);
         serde_json::to_writer(&mut bytes, body)
             .map_err(|e| Error::invalid("body", format!("cannot be serialized: {e}")))?;
-        let body = bytes;
+        let body = Bytes::from(bytes);
         let answer = self
             .send(Call {
                 method: Method::POST,
@@ -585,15 +646,29 @@ struct Call<'a> {
     method: Method,
     path: &'static str,
     query: Vec<(&'static str, String)>,
-    body: Option<Vec<u8>>,
+    body: Option<Bytes>,
     retry: Retry,
     timeout: Duration,
     /// The lease of a turn route, to fill [`Error::LeaseLost`].
     lease: Option<&'a Lease>,
 }
 
-fn transport(call: &Call<'_>, e: &reqwest::Error) -> Error {
-    use std::error::Error as _;
+/// An answer, from either way of sending.
+struct Reply {
+    status: u16,
+    /// The `Retry-After` header, read.
+    retry_after: Option<Duration>,
+    body: Bytes,
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_retry_after)
+}
+
+fn transport(call: &Call<'_>, e: &dyn std::error::Error) -> Error {
     let mut message = format!("{} {}: {e}", call.method, call.path);
     let mut source = e.source();
     while let Some(s) = source {
@@ -674,7 +749,7 @@ fn parse_http_date(value: &str) -> Option<u64> {
 /// case builds no intermediate [`Value`].
 struct Answer {
     path: &'static str,
-    body: Vec<u8>,
+    body: Bytes,
 }
 
 impl Answer {
@@ -1281,5 +1356,258 @@ mod tests {
             .task
             .is_none());
         assert!(parse_claim(serde_json::json!({"task": {"token": 1}})).is_err());
+    }
+}
+
+/// The `Http` backend's own connections to a plain `http://` server: HTTP/1.1 over a pool of
+/// kept-alive TCP connections, each request written straight to one of them.
+///
+/// reqwest's layers around the same hyper connection (redirects, its retry policy, proxy
+/// matching, a URL parsed again from every answer, boxed futures) cost more CPU than the rest of
+/// a call on a loopback server, so [`Http`] sends through [`Direct`] when it can, and through
+/// reqwest otherwise: for `https://`, when a proxy is configured in the environment, and to
+/// follow a redirect. What goes on the wire is what reqwest sends: the same method, path,
+/// query, headers (`host`, `accept: */*`, `user-agent`, `lbb-version`, `authorization`,
+/// `content-type`, `content-length`) and body, and the same socket options (`TCP_NODELAY`,
+/// keep-alive probes after 15 s, every 15 s, 3 of them, `TCP_USER_TIMEOUT` 30 s). Idle
+/// connections are reused most recent first and dropped after 90 s, as reqwest's pool does.
+mod direct {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::client::conn::http1::{self, SendRequest};
+    use hyper::Uri;
+    use hyper_util::rt::TokioIo;
+    use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE, HOST};
+    use reqwest::{Method, Url};
+
+    /// An idle connection is not reused after this long (reqwest's default).
+    const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+    /// Keep-alive probes: after this much silence, then this often, this many (reqwest's).
+    const KEEPALIVE: Duration = Duration::from_secs(15);
+    const KEEPALIVE_RETRIES: u32 = 3;
+    /// Unacknowledged data fails the connection after this long (reqwest's, on Linux).
+    #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+    const USER_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// The environment variables that give reqwest a proxy for `http://` URLs.
+    const PROXY_VARS: [&str; 4] = ["ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy"];
+
+    /// Connections to one `http://` origin.
+    pub(super) struct Direct {
+        /// Where to connect.
+        host: String,
+        port: u16,
+        /// Every request's headers but `content-type` and `content-length`.
+        headers: HeaderMap,
+        /// Idle connections, the most recently used last.
+        idle: Mutex<Vec<Idle>>,
+    }
+
+    struct Idle {
+        sender: SendRequest<Full<Bytes>>,
+        since: Instant,
+    }
+
+    /// An answer: its status, its headers and its whole body.
+    pub(super) struct Reply {
+        pub(super) status: u16,
+        pub(super) headers: HeaderMap,
+        pub(super) body: Bytes,
+    }
+
+    /// Why an exchange failed, as a chain of causes for the transport error's message.
+    #[derive(Debug)]
+    pub(super) enum Failure {
+        Connect(std::io::Error),
+        Http(hyper::Error),
+        TimedOut(Duration),
+    }
+
+    impl std::fmt::Display for Failure {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self {
+                Failure::Connect(_) => f.write_str("error trying to connect"),
+                Failure::Http(_) => f.write_str("error sending request"),
+                Failure::TimedOut(after) => write!(f, "operation timed out after {after:?}"),
+            }
+        }
+    }
+
+    impl std::error::Error for Failure {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            match self {
+                Failure::Connect(e) => Some(e),
+                Failure::Http(e) => Some(e),
+                Failure::TimedOut(_) => None,
+            }
+        }
+    }
+
+    impl Direct {
+        /// Connections to `url`'s origin sending `headers` (reqwest's defaults are added),
+        /// or `None` when reqwest must send: not `http://`, or a proxy in the environment.
+        pub(super) fn new(url: &Url, headers: HeaderMap) -> Option<Direct> {
+            if url.scheme() != "http" || PROXY_VARS.iter().any(|v| std::env::var_os(v).is_some()) {
+                return None;
+            }
+            // An IPv6 literal without its brackets, to connect to.
+            let host = url
+                .host_str()?
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_owned();
+            let port = url.port_or_known_default()?;
+            // As hyper-util writes it for reqwest: the URL's host, with the port unless it
+            // is the scheme's default (IPv6 in brackets).
+            let authority = match url.port() {
+                Some(port) => format!("{}:{port}", url.host_str()?),
+                None => url.host_str()?.to_owned(),
+            };
+            // In reqwest's order: its default `accept`, the client's headers, then `host`.
+            let mut ordered = HeaderMap::with_capacity(headers.len() + 2);
+            ordered.insert(ACCEPT, HeaderValue::from_static("*/*"));
+            ordered.extend(headers);
+            ordered.insert(HOST, HeaderValue::from_str(&authority).ok()?);
+            Some(Direct {
+                host,
+                port,
+                headers: ordered,
+                idle: Mutex::new(Vec::new()),
+            })
+        }
+
+        /// The request target (path and query, the origin form) of `url`, as reqwest sends it.
+        pub(super) fn target(url: &Url) -> Option<Uri> {
+            let target = match url.query() {
+                Some(query) => format!("{}?{query}", url.path()),
+                None => url.path().to_owned(),
+            };
+            target.parse().ok()
+        }
+
+        /// Send one request and read its whole answer, within `timeout`.
+        pub(super) async fn send(
+            &self,
+            method: &Method,
+            target: &Uri,
+            body: Option<&Bytes>,
+            timeout: Duration,
+        ) -> Result<Reply, Failure> {
+            match tokio::time::timeout(timeout, self.exchange(method, target, body)).await {
+                Ok(result) => result,
+                Err(_) => Err(Failure::TimedOut(timeout)),
+            }
+        }
+
+        async fn exchange(
+            &self,
+            method: &Method,
+            target: &Uri,
+            body: Option<&Bytes>,
+        ) -> Result<Reply, Failure> {
+            loop {
+                let (mut sender, pooled) = match self.checkout().await {
+                    Some(sender) => (sender, true),
+                    None => (self.connect().await?, false),
+                };
+                let mut request = hyper::Request::new(Full::new(body.cloned().unwrap_or_default()));
+                *request.method_mut() = method.clone();
+                *request.uri_mut() = target.clone();
+                let headers = request.headers_mut();
+                if body.is_some() {
+                    // First, as reqwest sends a request's own headers before the client's.
+                    headers.reserve(self.headers.len() + 1);
+                    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                    headers.extend(self.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+                } else {
+                    headers.clone_from(&self.headers);
+                }
+                match sender.try_send_request(request).await {
+                    Ok(response) => {
+                        let (parts, incoming) = response.into_parts();
+                        let body = incoming.collect().await.map_err(Failure::Http)?.to_bytes();
+                        self.checkin(sender);
+                        return Ok(Reply {
+                            status: parts.status.as_u16(),
+                            headers: parts.headers,
+                            body,
+                        });
+                    }
+                    Err(mut e) => {
+                        // A kept-alive connection the server closed before it took the
+                        // request: nothing was sent, so send it on another (as reqwest's pool
+                        // does).
+                        if pooled && e.take_message().is_some() {
+                            continue;
+                        }
+                        return Err(Failure::Http(e.into_error()));
+                    }
+                }
+            }
+        }
+
+        /// An idle connection ready for a request, dropping the closed and the stale.
+        async fn checkout(&self) -> Option<SendRequest<Full<Bytes>>> {
+            loop {
+                let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
+                if idle.since.elapsed() >= IDLE_TIMEOUT || idle.sender.is_closed() {
+                    continue;
+                }
+                let mut sender = idle.sender;
+                // Ready at once unless the connection ended meanwhile.
+                if sender.ready().await.is_ok() {
+                    return Some(sender);
+                }
+            }
+        }
+
+        fn checkin(&self, sender: SendRequest<Full<Bytes>>) {
+            if sender.is_closed() {
+                return;
+            }
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            // The oldest are first: drop those past the idle timeout.
+            let stale = idle
+                .iter()
+                .take_while(|i| i.since.elapsed() >= IDLE_TIMEOUT)
+                .count();
+            idle.drain(..stale);
+            idle.push(Idle {
+                sender,
+                since: Instant::now(),
+            });
+        }
+
+        async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, Failure> {
+            let stream = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+                .await
+                .map_err(Failure::Connect)?;
+            stream.set_nodelay(true).map_err(Failure::Connect)?;
+            let socket = socket2::SockRef::from(&stream);
+            let keepalive = socket2::TcpKeepalive::new()
+                .with_time(KEEPALIVE)
+                .with_interval(KEEPALIVE)
+                .with_retries(KEEPALIVE_RETRIES);
+            socket
+                .set_tcp_keepalive(&keepalive)
+                .map_err(Failure::Connect)?;
+            #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+            socket
+                .set_tcp_user_timeout(Some(USER_TIMEOUT))
+                .map_err(Failure::Connect)?;
+            let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
+                .await
+                .map_err(Failure::Http)?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "an HTTP connection ended with an error");
+                }
+            });
+            sender.ready().await.map_err(Failure::Http)?;
+            Ok(sender)
+        }
     }
 }

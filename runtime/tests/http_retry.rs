@@ -617,6 +617,94 @@ async fn transport_failures_are_retried_then_reported() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Connections
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_connection_the_server_closes_is_not_reused() {
+    // `connection: close` on the first answer: the claim after it, sent once, needs another.
+    let server = Scripted::start(vec![
+        ok(turn_json("running")).header("connection", "close"),
+        ok(task_json(60_000)),
+    ])
+    .await;
+    let http = server.client();
+    http.heartbeat(lease()).await.unwrap();
+    assert!(http.claim(claim()).await.unwrap().task.is_some());
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[tokio::test]
+async fn a_connection_closed_while_idle_is_replaced() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A server that answers one request per connection, then closes it without saying so.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(Mutex::new(0usize));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            *count.lock().unwrap() += 1;
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                let mut read = 0;
+                loop {
+                    let n = stream.read(&mut buf[read..]).await.unwrap();
+                    if n == 0 {
+                        return;
+                    }
+                    read += n;
+                    let text = String::from_utf8_lossy(&buf[..read]);
+                    let Some(head) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length = text[..head]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if read >= head + 4 + length {
+                        break;
+                    }
+                }
+                let body = task_json(60_000).to_string();
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                );
+                stream.write_all(head.as_bytes()).await.unwrap();
+                stream.write_all(body.as_bytes()).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            });
+        }
+    });
+    let http = Http::connect(format!("http://{addr}"), None).unwrap();
+    for _ in 0..3 {
+        // Claims are sent once: each must find a live connection.
+        assert!(http.claim(claim()).await.unwrap().task.is_some());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(*accepted.lock().unwrap(), 3);
+}
+
+#[tokio::test]
+async fn redirects_are_followed() {
+    let moved = || reply(307, json!({})).header("location", "/elsewhere");
+    let server = Scripted::start(vec![moved(), moved(), ok(turn_json("running"))]).await;
+    let t = server.client().heartbeat(lease()).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Running);
+    let seen = server.seen();
+    let last = seen.last().unwrap();
+    assert_eq!(last.path, "/elsewhere");
+    assert_eq!(last.method, Method::POST);
+    assert_eq!(last.body, seen[0].body, "a 307 keeps the body");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Timeouts
 // ---------------------------------------------------------------------------------------------
 
@@ -696,6 +784,8 @@ async fn headers_and_scope_on_every_request() {
             h("user-agent"),
             Some(format!("turnwise/{}", env!("CARGO_PKG_VERSION")))
         );
+        assert_eq!(h("accept").as_deref(), Some("*/*"));
+        assert_eq!(h("host"), Some(server.addr.to_string()));
         assert_eq!(s.query[1], ("stack".to_owned(), "staging".to_owned()));
     }
     assert_eq!(seen[0].method, Method::GET);
