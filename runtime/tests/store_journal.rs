@@ -452,6 +452,8 @@ async fn write_sets_of_one_instance_in_one_batch() {
 // Replay after SIGKILL
 
 const CHILD_DB: &str = "TURNWISE_JOURNAL_CHILD_DB";
+/// Set: the child first runs an incarnation of the instance and deletes it.
+const CHILD_RECREATE: &str = "TURNWISE_JOURNAL_CHILD_RECREATE";
 
 /// The child of `replays_the_journal_after_sigkill`: journals writes forever, printing the
 /// revision of each acknowledged one.
@@ -469,6 +471,27 @@ fn journal_child() {
             .await
             .unwrap();
         ok(&store, write(inst("a", 1, &[1], None), vec![queued(1)])).await;
+        if std::env::var_os(CHILD_RECREATE).is_some() {
+            // Journal up to revision 40, delete, create anew: the old incarnation's journal
+            // rows must not come back.
+            for revision in 2..=40 {
+                let w = write(inst("a", revision, &[1], Some(9_999)), vec![running(1, 5)]);
+                ok(&store, w).await;
+            }
+            // A turn the next incarnation never has.
+            ok(
+                &store,
+                write(inst("a", 41, &[1, 2], Some(9_999)), vec![queued(2)]),
+            )
+            .await;
+            let delete = WriteSet {
+                instance: None,
+                expected_revision: Some(41),
+                ..write(inst("a", 42, &[], None), vec![])
+            };
+            ok(&store, delete).await;
+            ok(&store, write(inst("a", 1, &[1], None), vec![queued(1)])).await;
+        }
         let give_up = Instant::now() + Duration::from_secs(30);
         let mut revision = 1;
         while Instant::now() < give_up {
@@ -491,9 +514,22 @@ fn journal_child() {
 
 #[tokio::test]
 async fn replays_the_journal_after_sigkill() {
+    replay_after_sigkill(false).await;
+}
+
+#[tokio::test]
+async fn a_deleted_instances_journal_is_not_replayed_onto_its_successor() {
+    replay_after_sigkill(true).await;
+}
+
+async fn replay_after_sigkill(recreate: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.db");
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if recreate {
+        command.env(CHILD_RECREATE, "1");
+    }
+    let mut child = command
         .args(["--exact", "journal_child", "--nocapture", "--ignored"])
         .env(CHILD_DB, &path)
         .stdout(Stdio::piped())
@@ -502,7 +538,9 @@ async fn replays_the_journal_after_sigkill() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut acked = 0u64;
-    while acked < 300 {
+    // Few enough that the successor's revisions stay below the deleted incarnation's 40.
+    let wanted = if recreate { 30 } else { 300 };
+    while acked < wanted {
         let Some(line) = lines.next() else {
             panic!("the child stopped after {acked} writes")
         };
@@ -533,6 +571,8 @@ async fn replays_the_journal_after_sigkill() {
         store.load_turn(NS, "a", 1).await.unwrap(),
         Some(running(1, step))
     );
+    assert_eq!(store.load_turn(NS, "a", 2).await.unwrap(), None);
+    assert_eq!(store.find_message(NS, "a", "m2").await.unwrap(), None);
     assert_eq!(
         store
             .due(NS, &[WorkflowRef::new("order", "v1")], i64::MAX, 10)

@@ -1,5 +1,7 @@
 //! The writer thread: group commit, and how one write set is applied.
 
+use std::collections::HashSet;
+
 use super::*;
 
 /// How long the writer polls for the next request before it sleeps.
@@ -65,6 +67,8 @@ pub(super) struct Writer {
     dirty: HashMap<Key, DirtyRows>,
     /// Journal rows appended since the last flush.
     journal_rows: usize,
+    /// The instances with rows in the journal since the last flush.
+    in_journal: HashSet<Key>,
     /// Flush when this many journal rows were appended; 0 never journals.
     journal_limit: usize,
 }
@@ -161,6 +165,7 @@ impl Writer {
             max_batch: config.max_batch.max(1),
             dirty: HashMap::new(),
             journal_rows: 0,
+            in_journal: HashSet::new(),
         }
     }
 
@@ -256,6 +261,7 @@ impl Writer {
     /// After the `COMMIT` of a flush.
     fn flushed(&mut self) {
         self.dirty.clear();
+        self.in_journal.clear();
         self.journal_rows = 0;
         self.cache.flushed();
         self.stats.flushes.fetch_add(1, Ordering::Release);
@@ -343,6 +349,9 @@ impl Writer {
                                     instance.history_pruned_through = pruned_through;
                                     if how == Applied::Journaled {
                                         journaled += 1;
+                                        if !self.in_journal.contains(&key) {
+                                            self.in_journal.insert(key.clone());
+                                        }
                                         self.remember(&key, &instance, &write.turns, bodies);
                                         Change::Dirty(instance, write.turns)
                                     } else {
@@ -543,6 +552,17 @@ impl Writer {
                     put_journaled(conn, &batch[j].write, &batch[j].bodies)?;
                     materialized = true;
                 }
+            }
+            // A deleted instance's journal rows go with it, or a replay after a crash could
+            // write them over a new instance of the same id.
+            let journaled_before = matches!(prior, Some(Touch::Journaled(_)))
+                || self
+                    .in_journal
+                    .contains(&(write.ns.clone(), write.id.clone()));
+            if write.instance.is_none() && journaled_before {
+                conn.prepare_cached("DELETE FROM journal WHERE ns = ?1 AND id = ?2")
+                    .and_then(|mut s| s.execute(params![write.ns, write.id]))
+                    .map_err(db(format_args!("drop the journal rows of `{}`", write.id)))?;
             }
             touched.insert(at, Touch::Current);
             if guarded {
