@@ -264,9 +264,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// A request id: `req_` and 24 hex digits, unique within the process and unlikely to repeat
 /// across restarts.
 fn request_id() -> String {
-    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let seed = *SEED.get_or_init(|| {
+    let prefix = PREFIX.get_or_init(|| {
         use std::hash::{BuildHasher, Hasher};
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u128(
@@ -275,10 +275,23 @@ fn request_id() -> String {
                 .map(|d| d.as_nanos())
                 .unwrap_or(0),
         );
-        h.finish()
+        format!("req_{:016x}", h.finish())
     });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("req_{seed:016x}{n:08x}")
+    // `format!("{prefix}{n:08x}")` without the formatting machinery, once per request.
+    let mut id = String::with_capacity(prefix.len() + 16);
+    id.push_str(prefix);
+    push_hex(&mut id, n, 8);
+    id
+}
+
+/// `n` in lowercase hex, with leading zeros up to `min_digits`.
+fn push_hex(out: &mut String, n: u64, min_digits: usize) {
+    let digits = (n.checked_ilog2().map_or(1, |b| b / 4 + 1) as usize).max(min_digits);
+    for i in (0..digits).rev() {
+        let nibble = if i < 16 { (n >> (4 * i)) & 0xf } else { 0 };
+        out.push(char::from(b"0123456789abcdef"[nibble as usize]));
+    }
 }
 
 /// Give every request an id, refuse it without the configured bearer token, write error
@@ -365,5 +378,32 @@ fn generic_message(status: StatusCode, path: &str) -> String {
             "{} on {path}",
             status.canonical_reason().unwrap_or("request refused")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_as_format_writes_it() {
+        for n in [
+            0,
+            1,
+            0xf,
+            0x10,
+            0xdead_beef,
+            0xffff_ffff,
+            0x1_0000_0000,
+            u64::MAX,
+        ] {
+            for min in [0, 8, 16, 20] {
+                let mut s = String::new();
+                push_hex(&mut s, n, min);
+                assert_eq!(s, format!("{n:0min$x}"), "{n} {min}");
+            }
+        }
+        let id = request_id();
+        assert!(id.starts_with("req_") && id.len() == 4 + 16 + 8, "{id}");
     }
 }
