@@ -384,7 +384,7 @@ impl SqliteStore {
             }
             Err(StoreError(
                 "sqlite: the journal was being written into the tables during every attempt \
-                 at a read for a second; try again"
+                 at a read for 5 s; try again"
                     .into(),
             ))
         })
@@ -393,7 +393,7 @@ impl SqliteStore {
 }
 
 /// How long a merging read keeps trying (see [`SqliteStore::read_merged`]).
-const MERGE_PATIENCE: Duration = Duration::from_secs(1);
+const MERGE_PATIENCE: Duration = Duration::from_secs(5);
 
 struct Shared {
     path: PathBuf,
