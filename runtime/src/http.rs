@@ -1400,8 +1400,11 @@ mod direct {
         /// Where to connect.
         host: String,
         port: u16,
-        /// Every request's headers but `content-type` and `content-length`.
+        /// The headers of a request without a body (`content-length` aside)...
         headers: HeaderMap,
+        /// ... and of one with a JSON body: `content-type` first, as reqwest sends a request's
+        /// own headers before the client's.
+        body_headers: HeaderMap,
         /// Idle connections, the most recently used last.
         idle: Mutex<Vec<Idle>>,
     }
@@ -1471,10 +1474,14 @@ mod direct {
             ordered.insert(ACCEPT, HeaderValue::from_static("*/*"));
             ordered.extend(headers);
             ordered.insert(HOST, HeaderValue::from_str(&authority).ok()?);
+            let mut body_headers = HeaderMap::with_capacity(ordered.len() + 1);
+            body_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            body_headers.extend(ordered.iter().map(|(k, v)| (k.clone(), v.clone())));
             Some(Direct {
                 host,
                 port,
                 headers: ordered,
+                body_headers,
                 idle: Mutex::new(Vec::new()),
             })
         }
@@ -1516,15 +1523,10 @@ mod direct {
                 let mut request = hyper::Request::new(Full::new(body.cloned().unwrap_or_default()));
                 *request.method_mut() = method.clone();
                 *request.uri_mut() = target.clone();
-                let headers = request.headers_mut();
-                if body.is_some() {
-                    // First, as reqwest sends a request's own headers before the client's.
-                    headers.reserve(self.headers.len() + 1);
-                    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                    headers.extend(self.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
-                } else {
-                    headers.clone_from(&self.headers);
-                }
+                request.headers_mut().clone_from(match body {
+                    Some(_) => &self.body_headers,
+                    None => &self.headers,
+                });
                 match sender.try_send_request(request).await {
                     Ok(response) => {
                         let (parts, incoming) = response.into_parts();
