@@ -86,11 +86,6 @@ pub(super) enum Verdict {
     Direct,
 }
 
-/// A dirty instance's journaled turns and counts, as a reader copies them.
-pub(super) struct DirtyTurns {
-    pub(super) turns: Vec<TurnRecord>,
-}
-
 impl Cache {
     pub(super) fn new(cap: usize) -> Self {
         Self {
@@ -334,8 +329,9 @@ impl Cache {
         }
     }
 
-    /// End a [`Cache::tables_changing`] stretch whose `COMMIT` failed.
-    pub(super) fn tables_unchanged(&self) {
+    /// End a [`Cache::tables_changing`] stretch that no [`Cache::committed`] ends: a `COMMIT`
+    /// that failed, or a flush committed on its own (after [`Cache::flushed`]).
+    pub(super) fn tables_settled(&self) {
         let mut c = lock(&self.inner);
         if !c.tables.is_multiple_of(2) {
             c.tables = c.tables.wrapping_add(1);
@@ -378,17 +374,16 @@ impl Dirty<'_> {
     }
 
     /// Copies of a dirty instance's journaled turns (`None` when it is clean).
-    pub(super) fn turns(&self, key: &Key) -> Option<DirtyTurns> {
+    pub(super) fn turns(&self, key: &Key) -> Option<Vec<TurnRecord>> {
         let e = self.0.get(key)?;
         let j = e.journal.as_ref()?;
-        Some(DirtyTurns {
-            turns: j
-                .turns
+        Some(
+            j.turns
                 .iter()
                 .filter_map(|n| e.turns.get(n))
                 .cloned()
                 .collect(),
-        })
+        )
     }
 
     /// The dirty instances of one workflow type (and version, if given) in `ns`: each id with

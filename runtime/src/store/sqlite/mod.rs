@@ -612,7 +612,7 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<(), StoreError> {
 /// of the rest, the newest instance row and the newest version of each turn are written.
 fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     let shown = path.display();
-    exec_sql(conn, "BEGIN IMMEDIATE").map_err(db(format_args!("lock {shown}")))?;
+    writer::exec(conn, "BEGIN IMMEDIATE").map_err(db(format_args!("lock {shown}")))?;
     let replayed = (|| {
         let rows: Vec<(String, String, i64, String, String)> = conn
             .prepare("SELECT ns, id, revision, instance, turns FROM journal ORDER BY seq")
@@ -626,14 +626,14 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
         if rows.is_empty() {
             return Ok(());
         }
-        // Per instance: the stored revision, the newest journaled instance, the newest turns.
-        type Newest = (
-            u64,
-            Option<InstanceRecord>,
-            Option<String>,
-            HashMap<u64, (TurnRecord, String)>,
-        );
-        let mut newest: HashMap<Key, Newest> = HashMap::new();
+        // Per instance: the stored revision, the newest journaled instance row, and the newest
+        // version of each journaled turn (decoded and encoded once each, at the end).
+        struct Newest {
+            stored: u64,
+            instance: Option<String>,
+            turns: HashMap<u64, TurnRecord>,
+        }
+        let mut newest: HashMap<Key, Option<Newest>> = HashMap::new();
         for (ns, id, revision, instance, turns) in rows {
             let revision = uint(revision, "journal revision")?;
             let key = (ns, id);
@@ -642,34 +642,42 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
                     .prepare_cached("SELECT revision FROM instances WHERE ns = ?1 AND id = ?2")
                     .and_then(|mut s| s.query_row(params![key.0, key.1], |r| r.get(0)).optional())
                     .map_err(db(format_args!("read `{}`", key.1)))?;
-                let Some(stored) = stored else {
-                    continue; // deleted since: nothing to write
-                };
-                newest.insert(
-                    key.clone(),
-                    (uint(stored, "revision")?, None, None, HashMap::new()),
-                );
+                // `None`: deleted since, nothing to write.
+                let entry = stored
+                    .map(|s| uint(s, "revision"))
+                    .transpose()?
+                    .map(|stored| Newest {
+                        stored,
+                        instance: None,
+                        turns: HashMap::new(),
+                    });
+                newest.insert(key.clone(), entry);
             }
-            let Some(entry) = newest.get_mut(&key) else {
+            let Some(Some(entry)) = newest.get_mut(&key) else {
                 continue;
             };
-            if revision <= entry.0 {
+            if revision <= entry.stored {
                 continue;
             }
-            let record = decode_instance(&instance)?;
             let turns: Vec<TurnRecord> = serde_json::from_str(&turns)
                 .map_err(|e| StoreError(format!("sqlite: decode a journaled turn: {e}")))?;
-            for t in turns {
-                let body = encode(&t, "a turn")?;
-                entry.3.insert(t.number, (t, body));
-            }
-            entry.1 = Some(record);
-            entry.2 = Some(instance);
+            entry.turns.extend(turns.into_iter().map(|t| (t.number, t)));
+            entry.instance = Some(instance);
         }
-        for ((ns, id), (_, record, body, turns)) in newest {
-            let (Some(record), Some(body)) = (record, body) else {
+        for ((ns, id), entry) in newest {
+            let Some(Newest {
+                instance: Some(body),
+                turns,
+                ..
+            }) = entry
+            else {
                 continue;
             };
+            let record = decode_instance(&body)?;
+            let bodies = turns
+                .values()
+                .map(|t| Ok((t, encode(t, "a turn")?)))
+                .collect::<Result<Vec<_>, StoreError>>()?;
             writer::put_rows(
                 conn,
                 &ns,
@@ -680,10 +688,10 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
                     record.due_at_ms,
                     &body,
                 ),
-                turns.values().map(|(t, b)| writer::TurnRow::of(t, b)),
+                bodies.iter().map(|(t, b)| writer::TurnRow::of(t, b)),
             )?;
         }
-        exec_sql(conn, "DELETE FROM journal")
+        writer::exec(conn, "DELETE FROM journal")
             .map_err(db(format_args!("empty the journal of {shown}")))?;
         Ok(())
     })();
@@ -692,12 +700,8 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     } else {
         "ROLLBACK"
     };
-    exec_sql(conn, end).map_err(db(format_args!("replay the journal of {shown}")))?;
+    writer::exec(conn, end).map_err(db(format_args!("replay the journal of {shown}")))?;
     replayed
-}
-
-fn exec_sql(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.execute_batch(sql)
 }
 
 fn open_reader(path: &Path) -> Result<Connection, StoreError> {
@@ -830,7 +834,7 @@ impl Store for SqliteStore {
         let after = range.after.map_or(-1, clamp_u64);
         self.read_merged(
             move |dirty| dirty.turns(&key),
-            move |conn, journaled| {
+            move |conn, journaled: Option<Vec<TurnRecord>>| {
                 // `finished` is spelled out, not bound, so that the planner can use the
                 // partial index of unfinished turns. Journaled turns come from the cache, in
                 // place of whatever the tables hold for their numbers.
@@ -844,7 +848,7 @@ impl Store for SqliteStore {
                      AND number > ?3 AND number NOT IN (SELECT value FROM json_each(?5)) \
                      ORDER BY number LIMIT ?4"
                 };
-                let journaled = journaled.map_or_else(Vec::new, |j| j.turns);
+                let journaled = journaled.unwrap_or_default();
                 let numbers: Vec<u64> = journaled.iter().map(|t| t.number).collect();
                 let numbers = encode(&numbers, "turn numbers")?;
                 let bodies: Vec<String> = conn

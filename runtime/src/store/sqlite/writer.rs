@@ -240,11 +240,11 @@ impl Writer {
         });
         if let Err(e) = done {
             let _ = self.conn.execute_batch("ROLLBACK");
-            self.cache.tables_unchanged();
+            self.cache.tables_settled();
             return Err(e);
         }
         self.flushed();
-        self.cache.tables_unchanged();
+        self.cache.tables_settled();
         Ok(())
     }
 
@@ -398,7 +398,7 @@ impl Writer {
                 }
             }
             Err(e) => {
-                self.cache.tables_unchanged();
+                self.cache.tables_settled();
                 for request in batch {
                     let _ = request.reply.send(Err(CommitError::Store(e.clone())));
                 }
@@ -511,8 +511,8 @@ impl Writer {
         for (i, Request { write, bodies, .. }) in batch.iter().enumerate() {
             let at = (write.ns.as_str(), write.id.as_str());
             let prior = touched.get(&at).copied();
+            let key = (write.ns.clone(), write.id.clone());
             if prior.is_none() && self.journal_limit > 0 {
-                let key = (write.ns.clone(), write.id.clone());
                 match self.cache.verdict(&key, write) {
                     Verdict::Journal {
                         new_turns,
@@ -543,7 +543,7 @@ impl Writer {
             // stay written whatever becomes of this write set).
             if !matches!(prior, Some(Touch::Current)) {
                 if !flushed {
-                    if let Some(rows) = self.dirty.get(&(write.ns.clone(), write.id.clone())) {
+                    if let Some(rows) = self.dirty.get(&key) {
                         put_dirty(conn, &write.ns, &write.id, rows)?;
                         materialized = true;
                     }
@@ -555,10 +555,8 @@ impl Writer {
             }
             // A deleted instance's journal rows go with it, or a replay after a crash could
             // write them over a new instance of the same id.
-            let journaled_before = matches!(prior, Some(Touch::Journaled(_)))
-                || self
-                    .in_journal
-                    .contains(&(write.ns.clone(), write.id.clone()));
+            let journaled_before =
+                matches!(prior, Some(Touch::Journaled(_))) || self.in_journal.contains(&key);
             if write.instance.is_none() && journaled_before {
                 conn.prepare_cached("DELETE FROM journal WHERE ns = ?1 AND id = ?2")
                     .and_then(|mut s| s.execute(params![write.ns, write.id]))
@@ -755,7 +753,7 @@ fn same_turn_row(
     .map_err(db(format_args!("read turn {} of `{id}`", row.number)))
 }
 
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
+pub(super) fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<usize> {
     conn.prepare_cached(sql)?.execute([])
 }
 
