@@ -57,6 +57,23 @@ struct CacheInner {
     dirty: HashMap<Key, Entry>,
 }
 
+/// What an update of the cache replaced or evicted, dropped only once the lock is released:
+/// freeing a record (its JSON trees, its turns' steps) takes long enough that readers waiting
+/// on the lock would feel it, and it is mostly memory that another thread allocated.
+#[derive(Default)]
+struct Replaced {
+    instances: Vec<InstanceRecord>,
+    turns: Vec<TurnRecord>,
+    entries: Vec<Entry>,
+    generations: Vec<HashMap<Key, Entry>>,
+}
+
+impl Replaced {
+    fn entry(&mut self, entry: Option<Entry>) {
+        self.entries.extend(entry);
+    }
+}
+
 /// What a committed write set did to one instance, for [`Cache::committed`].
 pub(super) enum Change {
     /// Written to the tables: the new record and the turns written.
@@ -101,18 +118,22 @@ impl Cache {
 
     /// The cached record, or the generation to pass to [`Cache::fill`].
     pub(super) fn get(&self, key: &Key) -> Result<InstanceRecord, u64> {
+        let mut replaced = Replaced::default();
         let mut c = lock(&self.inner);
         if let Some(e) = c.dirty.get(key).or_else(|| c.hot.get(key)) {
             return Ok(e.instance.clone());
         }
-        match c.cold.remove_entry(key) {
+        let found = match c.cold.remove_entry(key) {
             Some((k, e)) => {
                 let out = e.instance.clone();
-                c.insert(self.half, k, e);
+                c.insert(self.half, k, e, &mut replaced);
                 Ok(out)
             }
             None => Err(c.gen),
-        }
+        };
+        drop(c);
+        drop(replaced);
+        found
     }
 
     /// A cached turn of a cached instance (unfinished, or journaled).
@@ -125,6 +146,7 @@ impl Cache {
         if self.half == 0 {
             return;
         }
+        let mut replaced = Replaced::default();
         let mut c = lock(&self.inner);
         if c.gen == gen {
             let entry = Entry {
@@ -132,8 +154,9 @@ impl Cache {
                 turns: HashMap::new(),
                 journal: None,
             };
-            c.insert(self.half, key, entry);
+            c.insert(self.half, key, entry, &mut replaced);
         }
+        drop(c);
     }
 
     /// Whether `write` may be journaled, judged against the cached record (dirty or clean).
@@ -255,17 +278,20 @@ impl Cache {
 
     /// After a `COMMIT` that wrote every dirty entry into the tables (a flush).
     pub(super) fn flushed(&self) {
+        let mut replaced = Replaced::default();
         let mut c = lock(&self.inner);
         c.gen = c.gen.wrapping_add(1);
         for (key, mut entry) in std::mem::take(&mut c.dirty) {
-            entry.clean();
-            c.insert(self.half, key, entry);
+            entry.clean(&mut replaced);
+            c.insert(self.half, key, entry, &mut replaced);
         }
+        drop(c);
     }
 
     /// After a `COMMIT`: record what the batch's write sets did, in batch order, then end a
     /// [`Cache::tables_changing`] stretch.
     pub(super) fn committed(&self, changes: impl IntoIterator<Item = (Key, Change)>) {
+        let mut replaced = Replaced::default();
         let mut c = lock(&self.inner);
         c.gen = c.gen.wrapping_add(1);
         for (key, change) in changes {
@@ -273,15 +299,15 @@ impl Cache {
                 Change::Clean(i, t) => (i, t, false),
                 Change::Dirty(i, t) => (i, t, true),
                 Change::Deleted => {
-                    c.dirty.remove(&key);
-                    c.hot.remove(&key);
-                    c.cold.remove(&key);
+                    replaced.entry(c.dirty.remove(&key));
+                    replaced.entry(c.hot.remove(&key));
+                    replaced.entry(c.cold.remove(&key));
                     continue;
                 }
                 Change::Forget => {
                     if !c.dirty.contains_key(&key) {
-                        c.hot.remove(&key);
-                        c.cold.remove(&key);
+                        replaced.entry(c.hot.remove(&key));
+                        replaced.entry(c.cold.remove(&key));
                     }
                     continue;
                 }
@@ -292,6 +318,9 @@ impl Cache {
                 .or_else(|| c.hot.remove(&key))
                 .or_else(|| c.cold.remove(&key));
             if !dirty && self.half == 0 {
+                replaced.entry(old);
+                replaced.instances.push(instance);
+                replaced.turns.extend(turns);
                 continue;
             }
             // (A clean entry judged for the journal may have been evicted since: then the
@@ -301,32 +330,38 @@ impl Cache {
                 turns: HashMap::new(),
                 journal: None,
             });
-            entry.instance = instance;
+            replaced
+                .instances
+                .push(std::mem::replace(&mut entry.instance, instance));
             if dirty && entry.journal.is_none() {
                 entry.journal = Some(Journaled {
                     turns: HashSet::new(),
                 });
             }
             for t in turns {
-                if let Some(j) = &mut entry.journal {
+                let old = if let Some(j) = &mut entry.journal {
                     j.turns.insert(t.number);
-                    entry.turns.insert(t.number, t);
+                    entry.turns.insert(t.number, t)
                 } else if t.is_finished() {
-                    entry.turns.remove(&t.number);
+                    let number = t.number;
+                    replaced.turns.push(t);
+                    entry.turns.remove(&number)
                 } else {
-                    entry.turns.insert(t.number, t);
-                }
+                    entry.turns.insert(t.number, t)
+                };
+                replaced.turns.extend(old);
             }
             if dirty {
                 c.dirty.insert(key, entry);
             } else {
-                entry.clean();
-                c.insert(self.half, key, entry);
+                entry.clean(&mut replaced);
+                c.insert(self.half, key, entry, &mut replaced);
             }
         }
         if !c.tables.is_multiple_of(2) {
             c.tables = c.tables.wrapping_add(1);
         }
+        drop(c);
     }
 
     /// End a [`Cache::tables_changing`] stretch that no [`Cache::committed`] ends: a `COMMIT`
@@ -341,11 +376,14 @@ impl Cache {
 
 impl Entry {
     /// The tables caught up with this entry: keep only what a clean entry keeps.
-    fn clean(&mut self) {
+    fn clean(&mut self, replaced: &mut Replaced) {
         self.journal = None;
         let pending = &self.instance.pending;
-        self.turns
-            .retain(|n, t| !t.is_finished() && pending.contains(n));
+        replaced.turns.extend(
+            self.turns
+                .extract_if(|n, t| t.is_finished() || !pending.contains(n))
+                .map(|(_, t)| t),
+        );
     }
 }
 
@@ -416,14 +454,18 @@ impl CacheInner {
             .or_else(|| self.cold.get(key))
     }
 
-    fn insert(&mut self, half: usize, key: Key, entry: Entry) {
+    /// Cache `entry` as hot; what it replaces, and the cold generation it retires when the
+    /// hot one is full, go to `replaced`.
+    fn insert(&mut self, half: usize, key: Key, entry: Entry, replaced: &mut Replaced) {
         if half == 0 {
+            replaced.entries.push(entry);
             return;
         }
-        self.cold.remove(&key);
-        self.hot.insert(key, entry);
+        replaced.entry(self.cold.remove(&key));
+        replaced.entry(self.hot.insert(key, entry));
         if self.hot.len() >= half {
-            self.cold = std::mem::take(&mut self.hot);
+            let retired = std::mem::replace(&mut self.cold, std::mem::take(&mut self.hot));
+            replaced.generations.push(retired);
         }
     }
 }
