@@ -32,6 +32,19 @@ use engine_load::{LevelResult, RssProbe, StoreKind, Transport, STEPS};
 use raw::RawResult;
 use stats::{count, mib, ms, rate};
 
+/// The allocator of the `turnwise` server binary, so that the bench measures what a deployment
+/// runs (off with `--no-default-features`; the report names the allocator in use).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// The allocator this build uses, for the report's header.
+const ALLOCATOR_NAME: &str = if cfg!(all(feature = "jemalloc", not(target_env = "msvc"))) {
+    "jemalloc"
+} else {
+    "the platform's malloc"
+};
+
 const USAGE: &str = "\
 turnwise-bench: the embedded engine's durable throughput and latency next to raw SQLite.
 
@@ -194,7 +207,7 @@ fn run(args: &Args) -> Result<(), BoxError> {
     println!("# turnwise-bench");
     println!();
     println!(
-        "{} turns per level, concurrency {:?}, files in {}",
+        "{} turns per level, concurrency {:?}, files in {}, allocator: {ALLOCATOR_NAME}",
         args.turns,
         args.concurrency,
         dir.0.display()

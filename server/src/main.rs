@@ -15,6 +15,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use turnwise_server::{router, serve, ServerOptions, Shutdown};
 
+/// jemalloc rather than the platform's allocator: the engine's records are allocated on the
+/// runtime's threads and freed on the store's writer thread, a pattern glibc's malloc serves
+/// with lock contention between its arenas (`docs/performance.md` has the figures).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "turnwise",
