@@ -161,6 +161,15 @@ async fn refused(s: &dyn Store, w: WriteSet) -> StoreError {
     }
 }
 
+async fn taken(s: &dyn Store, w: WriteSet, message_id: &str) {
+    assert_eq!(
+        s.commit(w).await,
+        Err(CommitError::MessageIdTaken {
+            message_id: message_id.into()
+        })
+    );
+}
+
 async fn conflict(s: &dyn Store, w: WriteSet) {
     assert_eq!(s.commit(w).await, Err(CommitError::Conflict));
 }
@@ -682,15 +691,25 @@ async fn duplicate_message_id_refused(s: &dyn Store) {
         create(inst("a", 1), vec![turn(1, "m1"), finished(2, "m2", 5)]),
     )
     .await;
-    refused(
+    // Taken by an unfinished turn, by a finished one, and by an earlier turn of the same
+    // write set: each refused by name, nothing written.
+    taken(
         s,
         write(inst("a", 2), Some(1), vec![turn(3, "m3"), turn(4, "m1")]),
+        "m1",
     )
     .await;
-    refused(s, write(inst("a", 2), Some(1), vec![turn(4, "m2")])).await;
+    taken(s, write(inst("a", 2), Some(1), vec![turn(4, "m2")]), "m2").await;
+    taken(
+        s,
+        write(inst("a", 2), Some(1), vec![turn(3, "m5"), turn(4, "m5")]),
+        "m5",
+    )
+    .await;
     assert_eq!(load(s, "a").await, Some(inst("a", 1)));
     assert_eq!(load_turn(s, "a", 3).await, None);
     assert_eq!(load_turn(s, "a", 4).await, None);
+    assert_eq!(s.find_message(NS, "a", "m5").await.unwrap(), None);
     assert_eq!(
         s.find_message(NS, "a", "m1").await.unwrap(),
         Some(turn(1, "m1"))
@@ -977,7 +996,10 @@ async fn sqlite_group_commit_isolates_failures() {
         let (i, result) = t.await.unwrap();
         match i % 40 {
             1 => assert_eq!(result, Err(CommitError::Conflict), "task {i}"),
-            2 | 3 => assert!(matches!(result, Err(CommitError::Store(_))), "task {i}"),
+            2 | 3 => assert!(
+                matches!(result, Err(CommitError::MessageIdTaken { .. })),
+                "task {i}: {result:?}"
+            ),
             _ => {
                 assert_eq!(result, Ok(()), "task {i}");
                 landed += 1;

@@ -374,7 +374,13 @@ async fn writes_the_journal_cannot_take_go_to_the_tables() {
         .commit(write(inst("a", 4, &[2], None), vec![reuse]))
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("m1"), "a reused message id: {err}");
+    assert_eq!(
+        err,
+        CommitError::MessageIdTaken {
+            message_id: "m1".into()
+        },
+        "a reused message id"
+    );
     assert_eq!(store.load_turn(NS, "a", 2).await.unwrap(), None);
     assert_eq!(
         store.stats().journaled,

@@ -265,6 +265,25 @@ impl Engine {
         turns: Vec<TurnRecord>,
         durability: Durability,
     ) -> Result<bool> {
+        match self.try_commit(read_rev, inst, turns, durability).await? {
+            Committed::Done => Ok(true),
+            Committed::Conflict => Ok(false),
+            // Only admissions add turns with ids from outside; every other new turn's id is
+            // made here to be unique.
+            Committed::MessageIdTaken(message_id) => Err(Error::Store(format!(
+                "a turn made by the engine reused message id `{message_id}`"
+            ))),
+        }
+    }
+
+    /// [`Engine::commit`], telling a message id that is already taken apart.
+    async fn try_commit(
+        &self,
+        read_rev: Option<u64>,
+        inst: &mut InstanceRecord,
+        turns: Vec<TurnRecord>,
+        durability: Durability,
+    ) -> Result<Committed> {
         let now = self.now();
         inst.revision = read_rev.map_or(1, |r| r + 1);
         inst.updated_at_ms = now;
@@ -287,12 +306,24 @@ impl Engine {
         match self.inner.store.commit(write).await {
             Ok(()) => {
                 self.notify();
-                Ok(true)
+                Ok(Committed::Done)
             }
-            Err(CommitError::Conflict) => Ok(false),
+            Err(CommitError::Conflict) => Ok(Committed::Conflict),
+            Err(CommitError::MessageIdTaken { message_id }) => {
+                Ok(Committed::MessageIdTaken(message_id))
+            }
             Err(CommitError::Store(e)) => Err(e.into()),
         }
     }
+}
+
+/// How [`Engine::try_commit`] ended.
+enum Committed {
+    Done,
+    /// A revision conflict: read again and decide again.
+    Conflict,
+    /// A new turn's message id is already a kept turn's; nothing was written.
+    MessageIdTaken(String),
 }
 
 /// Bounds the read-decide-commit loop under contention.

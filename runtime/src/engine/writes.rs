@@ -161,26 +161,33 @@ impl Engine {
             validate::size("origin", &v, limits.origin_bytes)?;
         }
 
+        // Admission is optimistic: the store's message-id index is unique, so the new turn is
+        // committed without looking the id up first, and only a commit refused because the id
+        // is taken (or a full inbox, which must not hide a repeat) looks for the kept turn.
+        let mut look_first = false;
         let mut tries = Tries::new();
         loop {
             tries.next(&req.workflow_id)?;
             let mut inst = self.load(&req.workflow_id).await?;
-            if let Some(t) = self
-                .inner
-                .store
-                .find_message(&self.ns, &inst.id, &req.id)
-                .await?
-            {
-                if t.message == req.message {
-                    return Ok(rules::turn_view(&inst, &t));
+            let full = inst.pending.len() >= limits.pending_messages;
+            if look_first || full {
+                if let Some(t) = self
+                    .inner
+                    .store
+                    .find_message(&self.ns, &inst.id, &req.id)
+                    .await?
+                {
+                    if t.message == req.message {
+                        return Ok(rules::turn_view(&inst, &t));
+                    }
+                    return Err(Error::conflict(format_args!(
+                        "message id `{}` was already admitted as turn {} of `{}` with a different message; \
+                         use a new id for a new message",
+                        req.id, t.number, inst.id
+                    )));
                 }
-                return Err(Error::conflict(format_args!(
-                    "message id `{}` was already admitted as turn {} of `{}` with a different message; \
-                     use a new id for a new message",
-                    req.id, t.number, inst.id
-                )));
             }
-            if inst.pending.len() >= limits.pending_messages {
+            if full {
                 return Err(Error::LimitReached {
                     limit: "pending_messages",
                     message: format!(
@@ -207,11 +214,14 @@ impl Engine {
             }
             let view = rules::turn_view(&inst, &turn);
             let read_rev = inst.revision;
-            if self
-                .commit(Some(read_rev), &mut inst, vec![turn], Durable)
+            match self
+                .try_commit(Some(read_rev), &mut inst, vec![turn], Durable)
                 .await?
             {
-                return Ok(view);
+                Committed::Done => return Ok(view),
+                Committed::Conflict => {}
+                // Kept by another turn (or by one committed a moment ago): read again, look.
+                Committed::MessageIdTaken(_) => look_first = true,
             }
         }
     }
@@ -450,6 +460,9 @@ impl Engine {
                 }
                 Err(CommitError::Conflict) => continue,
                 Err(CommitError::Store(e)) => return Err(e.into()),
+                Err(e @ CommitError::MessageIdTaken { .. }) => {
+                    return Err(Error::Store(format!("deleting `{}`: {e}", inst.id)))
+                }
             }
         }
     }

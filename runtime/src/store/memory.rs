@@ -200,7 +200,7 @@ impl Store for MemoryStore {
             };
             let entry = d.entry(k).or_default();
             // Validate every turn before mutating anything, so a refused commit writes nothing.
-            for t in &write.turns {
+            for (i, t) in write.turns.iter().enumerate() {
                 if let Some(old) = entry.turns.get(&t.number) {
                     if old.is_finished() && old != t {
                         return Err(StoreError(format!(
@@ -217,14 +217,17 @@ impl Store for MemoryStore {
                         .into());
                     }
                 }
-                if let Some(&n) = entry.by_message.get(&t.message_id) {
-                    if n != t.number {
-                        return Err(StoreError(format!(
-                            "message id `{}` is already turn {n} of `{}`",
-                            t.message_id, write.id
-                        ))
-                        .into());
-                    }
+                let taken = entry
+                    .by_message
+                    .get(&t.message_id)
+                    .is_some_and(|&n| n != t.number)
+                    || write.turns[..i]
+                        .iter()
+                        .any(|o| o.message_id == t.message_id && o.number != t.number);
+                if taken {
+                    return Err(CommitError::MessageIdTaken {
+                        message_id: t.message_id.clone(),
+                    });
                 }
             }
             for t in write.turns {

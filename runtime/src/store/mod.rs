@@ -4,7 +4,8 @@
 //!
 //! - one [`InstanceRecord`] per instance, carrying a `revision` that rises on every write;
 //! - its [`TurnRecord`]s, both unfinished (the inbox) and finished (history), keyed by turn
-//!   number and unique by message id, which makes the message-id index;
+//!   number and unique by message id, which makes the message-id index (a write set that
+//!   adds a turn under a taken id is refused with [`CommitError::MessageIdTaken`]);
 //! - a schedule index: each instance's `due_at_ms`, the next time the engine must look at it.
 //!
 //! Every change goes through [`Store::commit`] as a [`WriteSet`] for one instance, written only
@@ -257,6 +258,15 @@ pub enum CommitError {
     /// was written; read again and retry.
     #[error("the instance changed since it was read")]
     Conflict,
+    /// A turn the write set adds carries a message id that another turn of the instance
+    /// already has (a kept turn, or an earlier one of the same write set): the message-id
+    /// index is unique. Nothing was written. The engine admits a message by trying to commit
+    /// it and, on this answer, looks the kept turn up with [`Store::find_message`].
+    #[error("message id `{message_id}` is already another turn's of this instance")]
+    MessageIdTaken {
+        /// The message id that is taken.
+        message_id: String,
+    },
     /// The store failed; nothing was written.
     #[error(transparent)]
     Store(#[from] StoreError),

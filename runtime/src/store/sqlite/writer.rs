@@ -572,7 +572,7 @@ impl Writer {
                     // batch's earlier write sets are gone too.
                     return Err(match refusal.error {
                         CommitError::Store(e) => e,
-                        CommitError::Conflict => {
+                        CommitError::Conflict | CommitError::MessageIdTaken { .. } => {
                             StoreError("sqlite: the transaction was rolled back".into())
                         }
                     });
@@ -1052,11 +1052,9 @@ fn write_turn(
         Upsert::Written => Ok(()),
         // The number is taken (finished, or another message id): the detailed checks decide.
         Upsert::NumberTaken => refused_turn(conn, ns, id, t),
-        Upsert::MessageTaken => Err(StoreError(format!(
-            "message id `{}` is already another turn of `{id}`",
-            t.message_id
-        ))
-        .into()),
+        Upsert::MessageTaken => Err(CommitError::MessageIdTaken {
+            message_id: t.message_id.clone(),
+        }),
     }
 }
 
