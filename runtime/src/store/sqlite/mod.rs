@@ -1030,7 +1030,7 @@ impl Store for SqliteStore {
     /// Hands the write set to the writer thread and waits for its answer.
     ///
     /// A commit that is the only one in flight (one worker, or a quiet moment) polls for its
-    /// answer for up to [`ALONE_SPIN`], yielding to the runtime between polls, before it lets
+    /// answer for up to 300 µs, yielding to the runtime between polls, before it lets
     /// its task sleep: the answer of a lone commit usually comes within that, and a runtime
     /// thread that went to sleep costs tens of microseconds to wake, on every call. With other
     /// commits in flight the writer is busy anyway and the task sleeps at once.
