@@ -110,6 +110,28 @@ impl DirtyRows {
     }
 }
 
+/// A batch's relaxed and durable write sets apart, when it has both and no instance has write
+/// sets of both kinds; otherwise the batch whole.
+fn split_relaxed(batch: Vec<Request>) -> Result<(Vec<Request>, Vec<Request>), Vec<Request>> {
+    let is_relaxed = |r: &Request| r.write.durability == Durability::Relaxed;
+    let relaxed = batch.iter().filter(|r| is_relaxed(r)).count();
+    if relaxed == 0 || relaxed == batch.len() {
+        return Err(batch);
+    }
+    let relaxed_keys: HashSet<(&str, &str)> = batch
+        .iter()
+        .filter(|r| is_relaxed(r))
+        .map(|r| (r.write.ns.as_str(), r.write.id.as_str()))
+        .collect();
+    let entangled = batch.iter().any(|r| {
+        !is_relaxed(r) && relaxed_keys.contains(&(r.write.ns.as_str(), r.write.id.as_str()))
+    });
+    if entangled {
+        return Err(batch);
+    }
+    Ok(batch.into_iter().partition(is_relaxed))
+}
+
 /// Flush before the journal holds this many dirty instances, whatever the row count.
 const MAX_DIRTY: usize = 1024;
 
@@ -317,7 +339,25 @@ impl Writer {
         }
     }
 
+    /// Run one batch of requests.
+    ///
+    /// A batch that mixes relaxed and durable write sets of different instances runs as two
+    /// transactions: the relaxed ones first, without a sync, answered at once; then the
+    /// durable ones, synced. Otherwise a claim or an operation start that happened to share a
+    /// batch with a checkpoint would wait for that checkpoint's sync, which it does not need.
+    /// Write sets in one batch were all in flight at once, so none depends on another's answer;
+    /// an instance with write sets of both kinds keeps them in order in one transaction.
     fn run_batch(&mut self, batch: Vec<Request>) {
+        match split_relaxed(batch) {
+            Ok((relaxed, durable)) => {
+                self.run_transaction(relaxed);
+                self.run_transaction(durable);
+            }
+            Err(batch) => self.run_transaction(batch),
+        }
+    }
+
+    fn run_transaction(&mut self, batch: Vec<Request>) {
         let relaxed = batch
             .iter()
             .all(|r| r.write.durability == Durability::Relaxed);
@@ -1171,4 +1211,65 @@ fn prune(conn: &Connection, ns: &str, id: &str, r: Retention) -> Result<u64, Sto
         through = through.max(uint(n, "turn number")?);
     }
     Ok(through)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(id: &str, durability: Durability) -> Request {
+        let write = WriteSet {
+            ns: "ns".into(),
+            id: id.into(),
+            expected_revision: Some(1),
+            instance: None,
+            turns: Vec::new(),
+            retention: None,
+            durability,
+        };
+        Request {
+            bodies: Bodies::of(&write).unwrap(),
+            write,
+            reply: oneshot::channel().0,
+        }
+    }
+
+    fn ids(batch: &[Request]) -> Vec<&str> {
+        batch.iter().map(|r| r.write.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_batch_of_one_kind_stays_whole() {
+        for kind in [Durability::Relaxed, Durability::Durable] {
+            let batch = vec![request("a", kind), request("b", kind)];
+            let whole = split_relaxed(batch).map(|_| ()).unwrap_err();
+            assert_eq!(ids(&whole), ["a", "b"]);
+        }
+    }
+
+    #[test]
+    fn a_mixed_batch_splits_relaxed_first_keeping_the_order_within_each_part() {
+        let batch = vec![
+            request("a", Durability::Durable),
+            request("b", Durability::Relaxed),
+            request("c", Durability::Durable),
+            request("d", Durability::Relaxed),
+        ];
+        let Ok((relaxed, durable)) = split_relaxed(batch) else {
+            panic!("a batch of distinct instances splits");
+        };
+        assert_eq!(ids(&relaxed), ["b", "d"]);
+        assert_eq!(ids(&durable), ["a", "c"]);
+    }
+
+    #[test]
+    fn an_instance_with_write_sets_of_both_kinds_keeps_the_batch_whole() {
+        let batch = vec![
+            request("a", Durability::Durable),
+            request("b", Durability::Relaxed),
+            request("a", Durability::Relaxed),
+        ];
+        let whole = split_relaxed(batch).map(|_| ()).unwrap_err();
+        assert_eq!(ids(&whole), ["a", "b", "a"]);
+    }
 }
