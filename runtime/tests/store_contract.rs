@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 use turnwise::protocol::*;
 use turnwise::store::*;
 
+mod common;
+
 const NS: &str = "default";
 
 // ---------------------------------------------------------------------------------------------
@@ -21,27 +23,7 @@ fn inst(id: &str, revision: u64) -> InstanceRecord {
 }
 
 fn inst_in(ns: &str, id: &str, revision: u64) -> InstanceRecord {
-    InstanceRecord {
-        ns: ns.into(),
-        id: id.into(),
-        workflow_type: "order".into(),
-        version: "v1".into(),
-        state: json!({"revision": revision}),
-        lease_ms: 60_000,
-        max_attempts: 3,
-        on_exhausted: OnExhausted::Block,
-        paused: false,
-        created_at_ms: 1_000,
-        updated_at_ms: 1_000 + revision as i64,
-        revision,
-        next_turn: 1,
-        pending: Vec::new(),
-        completed_turns: 0,
-        history_through: 0,
-        history_pruned_through: 0,
-        due_at_ms: None,
-        epoch: "e1".into(),
-    }
+    common::instance_record(ns, id, revision)
 }
 
 fn typed(id: &str, revision: u64, workflow_type: &str, version: &str) -> InstanceRecord {

@@ -15,30 +15,17 @@ use serde_json::json;
 use turnwise::protocol::*;
 use turnwise::store::*;
 
+mod common;
+
 const NS: &str = "default";
 
 /// An instance whose unfinished turns are `pending`, as the engine keeps it.
 fn inst(id: &str, revision: u64, pending: &[u64], due: Option<Millis>) -> InstanceRecord {
     InstanceRecord {
-        ns: NS.into(),
-        id: id.into(),
-        workflow_type: "order".into(),
-        version: "v1".into(),
-        state: json!({"revision": revision}),
-        lease_ms: 60_000,
-        max_attempts: 3,
-        on_exhausted: OnExhausted::Block,
-        paused: false,
-        created_at_ms: 1_000,
-        updated_at_ms: 1_000 + revision as i64,
-        revision,
         next_turn: pending.iter().max().map_or(1, |n| n + 1),
         pending: pending.to_vec(),
-        completed_turns: 0,
-        history_through: 0,
-        history_pruned_through: 0,
         due_at_ms: due,
-        epoch: "e1".into(),
+        ..common::instance_record(NS, id, revision)
     }
 }
 

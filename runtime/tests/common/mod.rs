@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use turnwise::protocol::OnExhausted;
+use turnwise::store::InstanceRecord;
+
 /// Bounds every real-time wait of these tests.
 pub const GUARD: Duration = Duration::from_secs(10);
 
@@ -23,5 +26,31 @@ where
             "timed out waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The instance record the store tests start from: type `order` version `v1`, at `revision`,
+/// with no turns yet.
+pub fn instance_record(ns: &str, id: &str, revision: u64) -> InstanceRecord {
+    InstanceRecord {
+        ns: ns.into(),
+        id: id.into(),
+        workflow_type: "order".into(),
+        version: "v1".into(),
+        state: serde_json::json!({"revision": revision}),
+        lease_ms: 60_000,
+        max_attempts: 3,
+        on_exhausted: OnExhausted::Block,
+        paused: false,
+        created_at_ms: 1_000,
+        updated_at_ms: 1_000 + revision as i64,
+        revision,
+        next_turn: 1,
+        pending: Vec::new(),
+        completed_turns: 0,
+        history_through: 0,
+        history_pruned_through: 0,
+        due_at_ms: None,
+        epoch: "e1".into(),
     }
 }
