@@ -140,37 +140,18 @@ struct Config {
 }
 
 impl Config {
-    /// `base`, scope and options; the fixed URLs are built from them.
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        base: String,
-        graph: Option<String>,
-        stack: Option<String>,
-        timeout: Duration,
-        max_retries: u32,
-        retry_budget: Duration,
-        retry_delay: Duration,
-    ) -> Config {
-        let mut config = Config {
-            base,
-            graph,
-            stack,
-            timeout,
-            max_retries,
-            retry_budget,
-            retry_delay,
-            fixed: Vec::new(),
-        };
+    /// The config with its fixed URLs built (again) from its base, scope and options.
+    fn with_fixed_urls(mut self) -> Config {
         // A path whose URL cannot be built is left out: building it at each call reports why.
-        config.fixed = FIXED_PATHS
+        self.fixed = FIXED_PATHS
             .iter()
             .filter_map(|&path| {
-                let url = config.build_url(path, &[]).ok()?;
+                let url = self.build_url(path, &[]).ok()?;
                 let target = direct::Direct::target(&url);
                 Some((path, url, target))
             })
             .collect();
-        config
+        self
     }
 
     /// The URL of `path` with the scope's query parameters, then `query`.
@@ -334,15 +315,19 @@ impl HttpBuilder {
         Ok(Http {
             client,
             direct,
-            config: Arc::new(Config::new(
-                base,
-                self.graph,
-                self.stack,
-                self.timeout,
-                self.max_retries,
-                self.retry_budget,
-                self.retry_delay,
-            )),
+            config: Arc::new(
+                Config {
+                    base,
+                    graph: self.graph,
+                    stack: self.stack,
+                    timeout: self.timeout,
+                    max_retries: self.max_retries,
+                    retry_budget: self.retry_budget,
+                    retry_delay: self.retry_delay,
+                    fixed: Vec::new(),
+                }
+                .with_fixed_urls(),
+            ),
             leases: Arc::default(),
         })
     }
@@ -392,15 +377,7 @@ impl Http {
             fixed: Vec::new(),
         };
         change(&mut config);
-        let config = Config::new(
-            config.base,
-            config.graph,
-            config.stack,
-            config.timeout,
-            config.max_retries,
-            config.retry_budget,
-            config.retry_delay,
-        );
+        let config = config.with_fixed_urls();
         Http {
             client: self.client.clone(),
             direct: self.direct.clone(),
