@@ -40,10 +40,20 @@ const WARMUP_TURNS: u64 = 2;
 /// Which store the engine runs over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreKind {
-    /// `SqliteStore` with `synchronous=FULL`: the embedded default, durable.
+    /// `SqliteStore` with `synchronous=FULL`: the embedded default, durable, the WAL synced
+    /// on the store's sync thread.
     Sqlite,
+    /// The same, syncing the WAL in each `COMMIT` (`SqliteOptions::sync_thread` off).
+    SqliteSyncInCommit,
     /// `MemoryStore`: no disk at all, the engine's CPU ceiling.
     Memory,
+}
+
+impl StoreKind {
+    /// Whether this is a SQLite store (with a disk, a raw phase and counters).
+    pub fn is_sqlite(self) -> bool {
+        self != StoreKind::Memory
+    }
 }
 
 /// How the workers reach the engine.
@@ -66,6 +76,8 @@ pub struct Counters {
     pub write_sets: u64,
     /// Of those, write sets appended to the store's journal instead of the tables.
     pub journaled: u64,
+    /// WAL syncs: the sync thread's, or without it one per durable transaction.
+    pub syncs: u64,
 }
 
 impl From<SqliteStats> for Counters {
@@ -75,6 +87,11 @@ impl From<SqliteStats> for Counters {
             durable_batches: s.durable_batches,
             write_sets: s.write_sets,
             journaled: s.journaled,
+            syncs: if s.syncs > 0 {
+                s.syncs
+            } else {
+                s.durable_batches
+            },
         }
     }
 }
@@ -86,6 +103,7 @@ impl Counters {
             durable_batches: self.durable_batches - before.durable_batches,
             write_sets: self.write_sets - before.write_sets,
             journaled: self.journaled - before.journaled,
+            syncs: self.syncs - before.syncs,
         }
     }
 }
@@ -113,8 +131,10 @@ impl Setup {
     /// through `transport`.
     pub async fn open(kind: StoreKind, path: &Path, transport: Transport) -> Result<Self, Error> {
         let (engine, sqlite) = match kind {
-            StoreKind::Sqlite => {
-                let options = SqliteOptions::default().with_synchronous(Synchronous::Full);
+            StoreKind::Sqlite | StoreKind::SqliteSyncInCommit => {
+                let options = SqliteOptions::default()
+                    .with_synchronous(Synchronous::Full)
+                    .with_sync_thread(kind == StoreKind::Sqlite);
                 let store = SqliteStore::open_with(path, options).await?;
                 let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
                 (engine, Some(store))

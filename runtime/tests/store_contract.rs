@@ -196,6 +196,20 @@ macro_rules! contract {
             )*
         }
 
+        /// SQLite syncing the log in each `COMMIT` rather than on the sync thread.
+        mod sqlite_sync_in_commit {
+            use turnwise::store::SqliteOptions;
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let options = SqliteOptions::default().with_sync_thread(false);
+                    let store = super::open_sqlite(dir.path(), options).await;
+                    super::$case(&store).await;
+                }
+            )*
+        }
+
         /// SQLite with the instance cache off and one write set per transaction.
         mod sqlite_uncached {
             use turnwise::store::{SqliteOptions, Synchronous};

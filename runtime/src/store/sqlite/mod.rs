@@ -11,16 +11,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::*;
 
 mod cache;
 mod schedule;
+mod sync;
 mod writer;
 
 use cache::{Cache, Change, Verdict};
 use schedule::Schedule;
+use sync::{SyncJob, Syncer, Unsynced};
 use writer::{Bodies, Request, Writer, WriterConfig};
 
 /// An instance's address: namespace and id.
@@ -119,6 +121,12 @@ pub struct SqliteOptions {
     /// The sync level for batches holding a [`Durability::Durable`] write set (default
     /// [`Synchronous::Full`]). Batches of only relaxed write sets always use `OFF`.
     pub synchronous: Synchronous,
+    /// With [`Synchronous::Full`]: sync the write-ahead log on a thread of its own, while the
+    /// writer goes on with the next batch, instead of in each `COMMIT` (default `true`; no
+    /// effect at the other levels). Durability is the same either way: a durable commit is
+    /// answered only once the log holding it is synced, and no read returns it before. See
+    /// *Syncing* on [`SqliteStore`].
+    pub sync_thread: bool,
     /// At most this many write sets are committed in one transaction (default 256; 0 counts
     /// as 1).
     pub max_batch: usize,
@@ -135,6 +143,7 @@ impl Default for SqliteOptions {
     fn default() -> Self {
         Self {
             synchronous: Synchronous::Full,
+            sync_thread: true,
             max_batch: 256,
             cache_instances: 10_000,
             journal_rows: 4096,
@@ -146,6 +155,12 @@ impl SqliteOptions {
     /// Sets [`synchronous`](Self::synchronous).
     pub fn with_synchronous(mut self, synchronous: Synchronous) -> Self {
         self.synchronous = synchronous;
+        self
+    }
+
+    /// Sets [`sync_thread`](Self::sync_thread).
+    pub fn with_sync_thread(mut self, sync_thread: bool) -> Self {
+        self.sync_thread = sync_thread;
         self
     }
 
@@ -201,15 +216,35 @@ impl SqliteOptions {
 /// first statement and leaves nothing behind; one refused after writing rows sends the batch
 /// round again with a `SAVEPOINT` around each write set, so it is rolled back alone while its
 /// neighbours commit ([`SqliteStats::guarded_retries`] counts those rounds). The transaction
-/// is committed once, and every caller is answered only after that `COMMIT` returned: an
-/// acknowledged [`Durability::Durable`] write is on stable storage. If the `COMMIT` fails,
+/// is committed once, and every caller is answered only after that `COMMIT` returned, and a
+/// durable one only once the WAL holding it is synced: an acknowledged
+/// [`Durability::Durable`] write is on stable storage. If the `COMMIT` fails,
 /// every write set of the batch fails with [`CommitError::Store`].
 ///
-/// A batch made only of [`Durability::Relaxed`] write sets is committed with
-/// `PRAGMA synchronous=OFF`: in WAL mode it survives the death of the process, and the next
-/// durable commit syncs it too. WAL checkpoints never run at `OFF` (an unsynced checkpoint
-/// could lose earlier durable commits on power loss): they wait for the next durable batch, or
-/// for the writer's own checkpoint at the configured level after a long relaxed-only run.
+/// Without the sync thread (below), a batch made only of [`Durability::Relaxed`] write sets is
+/// committed with `PRAGMA synchronous=OFF`: in WAL mode it survives the death of the process,
+/// and the next durable commit syncs it too. WAL checkpoints never run at `OFF` (an unsynced
+/// checkpoint could lose earlier durable commits on power loss): they wait for the next durable
+/// batch, or for the writer's own checkpoint at the configured level after a long relaxed-only
+/// run.
+///
+/// # Syncing
+///
+/// With [`Synchronous::Full`] and [`SqliteOptions::sync_thread`] (both the default), the
+/// `COMMIT` does not sync: the writer commits every batch at `synchronous=NORMAL`, which writes
+/// the batch to the WAL, and passes the answers of its durable write sets to a second thread.
+/// That thread syncs the WAL (`fdatasync`; one sync covers every batch written before it) and
+/// then answers them, while the writer is already applying the next batch. Relaxed write sets
+/// and refusals are answered right after the `COMMIT`. Checkpoints stay at `NORMAL`, where
+/// SQLite syncs the WAL before it copies it into the database file and the file afterwards.
+///
+/// A batch is visible to reads once it is committed, which is now before it is synced. So no
+/// read returns a durable write a power loss could still take back: every read of an instance
+/// first waits until the durable batches that last wrote that instance are synced (at once,
+/// when they are), and listing or counting instances waits for every durable batch committed
+/// so far. If a sync fails, its durable callers get [`CommitError::Store`], and so does every
+/// later durable commit and every read that would have to wait for an unsynced write: the
+/// kernel may have dropped what it failed to write, so the store must be reopened.
 ///
 /// # The journal
 ///
@@ -281,9 +316,16 @@ impl SqliteStore {
     /// version of turnwise understands.
     pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.to_path_buf();
+        // With a sync thread, commits only write the log; the syncer makes them durable.
+        let threaded = options.synchronous == Synchronous::Full && options.sync_thread;
+        let level = if threaded {
+            Synchronous::Normal
+        } else {
+            options.synchronous
+        };
         let opened = {
             let path = path.clone();
-            let synchronous = options.synchronous;
+            let synchronous = level;
             tokio::task::spawn_blocking(move || {
                 let conn = open_writer(&path, synchronous)?;
                 replay_journal(&conn, &path)?;
@@ -298,6 +340,18 @@ impl SqliteStore {
         let cache = Arc::new(Cache::new(options.cache_instances));
         let (tx, rx) = mpsc::channel();
         let stats = Arc::new(StatsCounters::default());
+        let unsynced = Arc::new(Unsynced::new());
+        let syncer = if threaded {
+            let (jobs, rx) = mpsc::channel();
+            let syncer = Syncer::new(rx, &path, unsynced.clone(), stats.clone());
+            let thread = std::thread::Builder::new()
+                .name("turnwise-sqlite-syncer".into())
+                .spawn(move || syncer.run())
+                .map_err(|e| StoreError(format!("sqlite: start the syncer thread: {e}")))?;
+            Some((jobs, thread))
+        } else {
+            None
+        };
         let writer = Writer::new(
             conn,
             rx,
@@ -305,9 +359,11 @@ impl SqliteStore {
             schedule.clone(),
             stats.clone(),
             WriterConfig {
-                synchronous: options.synchronous,
+                synchronous: level,
                 max_batch: options.max_batch,
                 journal_rows: options.journal_rows,
+                syncer,
+                unsynced: unsynced.clone(),
             },
         );
         let thread = std::thread::Builder::new()
@@ -323,6 +379,7 @@ impl SqliteStore {
                 cache,
                 schedule,
                 stats,
+                unsynced,
                 in_flight: AtomicUsize::new(0),
             }),
         })
@@ -341,6 +398,7 @@ impl SqliteStore {
             guarded_retries: s.guarded_retries.load(Ordering::Acquire),
             journaled: s.journaled.load(Ordering::Acquire),
             flushes: s.flushes.load(Ordering::Acquire),
+            syncs: s.syncs.load(Ordering::Acquire),
         }
     }
 
@@ -405,6 +463,8 @@ struct Shared {
     cache: Arc<Cache>,
     schedule: Arc<Schedule>,
     stats: Arc<StatsCounters>,
+    /// Which durable commits are not synced yet, for the reads that must wait for them.
+    unsynced: Arc<Unsynced>,
     /// Commits sent to the writer and not yet answered.
     in_flight: AtomicUsize,
 }
@@ -439,9 +499,10 @@ impl Drop for InFlight<'_> {
 pub struct SqliteStats {
     /// Write transactions committed (one per group-commit batch).
     pub batches: u64,
-    /// Of those, batches holding at least one [`Durability::Durable`] write set, committed at
-    /// the configured [`Synchronous`] level: with [`Synchronous::Full`], one WAL sync each.
-    /// The others held only relaxed write sets and were committed without a sync.
+    /// Of those, batches holding at least one [`Durability::Durable`] write set: with
+    /// [`Synchronous::Full`], one WAL sync each in its `COMMIT`, or at most one each on the
+    /// sync thread (see [`syncs`](Self::syncs)). The others held only relaxed write sets, and
+    /// no answer of theirs waited for a sync.
     pub durable_batches: u64,
     /// Write sets applied by committed batches (conflicting or refused ones are not counted).
     pub write_sets: u64,
@@ -454,6 +515,10 @@ pub struct SqliteStats {
     pub journaled: u64,
     /// Times the journal was emptied by writing its rows into the tables.
     pub flushes: u64,
+    /// Syncs of the write-ahead log by the sync thread (see [`SqliteOptions::sync_thread`]);
+    /// each makes every commit before it durable, so one may serve several durable batches.
+    /// Zero without the sync thread, where each durable batch syncs in its `COMMIT`.
+    pub syncs: u64,
 }
 
 /// The writer's counters, shared with the store handles.
@@ -465,6 +530,7 @@ struct StatsCounters {
     guarded_retries: AtomicU64,
     journaled: AtomicU64,
     flushes: AtomicU64,
+    syncs: AtomicU64,
 }
 
 impl Shared {
@@ -773,23 +839,29 @@ impl Store for SqliteStore {
     ) -> Result<Option<InstanceRecord>, StoreError> {
         let key = (ns.to_owned(), id.to_owned());
         let gen = match self.shared.cache.get(&key) {
-            Ok(record) => return Ok(Some(record)),
+            Ok(record) => {
+                self.shared.unsynced.settle_instance(ns, id).await?;
+                return Ok(Some(record));
+            }
             Err(gen) => gen,
         };
         let shared = self.shared.clone();
-        self.read(move |conn| {
-            let body: Option<String> = conn
-                .prepare_cached("SELECT body FROM instances WHERE ns = ?1 AND id = ?2")
-                .and_then(|mut s| s.query_row(params![key.0, key.1], |r| r.get(0)).optional())
-                .map_err(db(format_args!("read `{}`", key.1)))?;
-            let Some(body) = body else {
-                return Ok(None);
-            };
-            let record = decode_instance(&body)?;
-            shared.cache.fill(key, record.clone(), gen);
-            Ok(Some(record))
-        })
-        .await
+        let read = self
+            .read(move |conn| {
+                let body: Option<String> = conn
+                    .prepare_cached("SELECT body FROM instances WHERE ns = ?1 AND id = ?2")
+                    .and_then(|mut s| s.query_row(params![key.0, key.1], |r| r.get(0)).optional())
+                    .map_err(db(format_args!("read `{}`", key.1)))?;
+                let Some(body) = body else {
+                    return Ok(None);
+                };
+                let record = decode_instance(&body)?;
+                shared.cache.fill(key, record.clone(), gen);
+                Ok(Some(record))
+            })
+            .await?;
+        self.shared.unsynced.settle_instance(ns, id).await?;
+        Ok(read)
     }
 
     async fn load_turn(
@@ -800,21 +872,25 @@ impl Store for SqliteStore {
     ) -> Result<Option<TurnRecord>, StoreError> {
         // One owned key serves the cache lookup and, on a miss, moves into the read.
         let key = (ns.to_owned(), id.to_owned());
-        if let Some(t) = self.shared.cache.turn(&key, number) {
-            return Ok(Some(t));
-        }
-        let (ns, id) = key;
-        let Ok(number) = i64::try_from(number) else {
-            return Ok(None); // never stored
+        let read = match self.shared.cache.turn(&key, number) {
+            Some(t) => Some(t),
+            None => {
+                let Ok(number) = i64::try_from(number) else {
+                    return Ok(None); // never stored
+                };
+                let (ns, id) = key;
+                self.read(move |conn| {
+                    load_turn_row(
+                        conn,
+                        "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
+                        params![ns, id, number],
+                    )
+                })
+                .await?
+            }
         };
-        self.read(move |conn| {
-            load_turn_row(
-                conn,
-                "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
-                params![ns, id, number],
-            )
-        })
-        .await
+        self.shared.unsynced.settle_instance(ns, id).await?;
+        Ok(read)
     }
 
     async fn find_message(
@@ -828,19 +904,22 @@ impl Store for SqliteStore {
         let at = message_id.clone();
         // A journaled turn is found in the cache; any other is in the tables, whose row for it
         // no flush changes (message ids never change, and the journal takes no deletes).
-        self.read_merged(
-            move |dirty| dirty.turn_by_message(&key, &at).cloned().ok_or(key.clone()),
-            move |conn, taken| match taken {
-                Ok(journaled) => Ok(Some(journaled)),
-                Err((ns, id)) => load_turn_row(
-                    conn,
-                    "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND message_id = ?3",
-                    params![ns, id, message_id],
-                ),
-            },
-            |_, _| {},
-        )
-        .await
+        let found = self
+            .read_merged(
+                move |dirty| dirty.turn_by_message(&key, &at).cloned().ok_or(key.clone()),
+                move |conn, taken| match taken {
+                    Ok(journaled) => Ok(Some(journaled)),
+                    Err((ns, id)) => load_turn_row(
+                        conn,
+                        "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND message_id = ?3",
+                        params![ns, id, message_id],
+                    ),
+                },
+                |_, _| {},
+            )
+            .await?;
+        self.shared.unsynced.settle_instance(ns, id).await?;
+        Ok(found)
     }
 
     async fn list_turns(
@@ -853,54 +932,55 @@ impl Store for SqliteStore {
             return Ok(Vec::new());
         }
         let key = (ns.to_owned(), id.to_owned());
-        let (ns, id) = key.clone();
+        let (at_ns, at_id) = key.clone();
         // Turn numbers are never negative, so -1 means "from the start".
         let after = range.after.map_or(-1, clamp_u64);
-        self.read_merged(
-            move |dirty| dirty.turns(&key),
-            move |conn, journaled: Option<Vec<TurnRecord>>| {
-                // `finished` is spelled out, not bound, so that the planner can use the
-                // partial index of unfinished turns. Journaled turns come from the cache, in
-                // place of whatever the tables hold for their numbers.
-                let sql = if range.finished {
-                    "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND finished = 1 \
+        let listed = self
+            .read_merged(
+                move |dirty| dirty.turns(&key),
+                move |conn, journaled: Option<Vec<TurnRecord>>| {
+                    // `finished` is spelled out, not bound, so that the planner can use the
+                    // partial index of unfinished turns. Journaled turns come from the cache, in
+                    // place of whatever the tables hold for their numbers.
+                    let sql = if range.finished {
+                        "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND finished = 1 \
                      AND number > ?3 AND number NOT IN (SELECT value FROM json_each(?5)) \
                      ORDER BY number LIMIT ?4"
-                } else {
-                    "SELECT body FROM turns INDEXED BY turns_unfinished \
+                    } else {
+                        "SELECT body FROM turns INDEXED BY turns_unfinished \
                      WHERE ns = ?1 AND id = ?2 AND finished = 0 \
                      AND number > ?3 AND number NOT IN (SELECT value FROM json_each(?5)) \
                      ORDER BY number LIMIT ?4"
-                };
-                let journaled = journaled.unwrap_or_default();
-                let numbers: Vec<u64> = journaled.iter().map(|t| t.number).collect();
-                let numbers = encode(&numbers, "turn numbers")?;
-                let bodies: Vec<String> = conn
-                    .prepare_cached(sql)
-                    .and_then(|mut s| {
-                        s.query_map(
-                            params![ns, id, after, clamp_usize(range.limit), numbers],
-                            |r| r.get(0),
-                        )?
-                        .collect()
-                    })
-                    .map_err(db(format_args!("list the turns of `{id}`")))?;
-                let mut listed = bodies
-                    .iter()
-                    .map(|b| decode_turn(b))
-                    .collect::<Result<Vec<_>, _>>()?;
-                listed.extend(
-                    journaled.into_iter().filter(|t| {
+                    };
+                    let journaled = journaled.unwrap_or_default();
+                    let numbers: Vec<u64> = journaled.iter().map(|t| t.number).collect();
+                    let numbers = encode(&numbers, "turn numbers")?;
+                    let bodies: Vec<String> = conn
+                        .prepare_cached(sql)
+                        .and_then(|mut s| {
+                            s.query_map(
+                                params![at_ns, at_id, after, clamp_usize(range.limit), numbers],
+                                |r| r.get(0),
+                            )?
+                            .collect()
+                        })
+                        .map_err(db(format_args!("list the turns of `{at_id}`")))?;
+                    let mut listed = bodies
+                        .iter()
+                        .map(|b| decode_turn(b))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    listed.extend(journaled.into_iter().filter(|t| {
                         t.is_finished() == range.finished && clamp_u64(t.number) > after
-                    }),
-                );
-                listed.sort_unstable_by_key(|t| t.number);
-                listed.truncate(range.limit);
-                Ok(listed)
-            },
-            |_, _| {},
-        )
-        .await
+                    }));
+                    listed.sort_unstable_by_key(|t| t.number);
+                    listed.truncate(range.limit);
+                    Ok(listed)
+                },
+                |_, _| {},
+            )
+            .await?;
+        self.shared.unsynced.settle_instance(ns, id).await?;
+        Ok(listed)
     }
 
     async fn list_instances(
@@ -925,40 +1005,43 @@ impl Store for SqliteStore {
         sql.push_str(" ORDER BY id LIMIT ?5");
         let ns = ns.to_owned();
         let at = ns.clone();
-        self.read_merged(
-            |_| (),
-            move |conn, ()| {
-                let bodies: Vec<String> = conn
-                    .prepare_cached(&sql)
-                    .and_then(|mut s| {
-                        s.query_map(
-                            params![
-                                at,
-                                filter.workflow_type,
-                                filter.version,
-                                filter.after,
-                                clamp_usize(filter.limit)
-                            ],
-                            |r| r.get(0),
-                        )?
-                        .collect()
-                    })
-                    .map_err(db("list instances"))?;
-                bodies.iter().map(|b| decode_instance(b)).collect()
-            },
-            move |dirty, listed: &mut Vec<InstanceRecord>| {
-                if dirty.is_empty() {
-                    return;
-                }
-                for r in listed {
-                    match dirty.instance(&(ns.clone(), r.id.clone())) {
-                        Some(newer) if newer.revision > r.revision => r.clone_from(newer),
-                        _ => {}
+        let listed = self
+            .read_merged(
+                |_| (),
+                move |conn, ()| {
+                    let bodies: Vec<String> = conn
+                        .prepare_cached(&sql)
+                        .and_then(|mut s| {
+                            s.query_map(
+                                params![
+                                    at,
+                                    filter.workflow_type,
+                                    filter.version,
+                                    filter.after,
+                                    clamp_usize(filter.limit)
+                                ],
+                                |r| r.get(0),
+                            )?
+                            .collect()
+                        })
+                        .map_err(db("list instances"))?;
+                    bodies.iter().map(|b| decode_instance(b)).collect()
+                },
+                move |dirty, listed: &mut Vec<InstanceRecord>| {
+                    if dirty.is_empty() {
+                        return;
                     }
-                }
-            },
-        )
-        .await
+                    for r in listed {
+                        match dirty.instance(&(ns.clone(), r.id.clone())) {
+                            Some(newer) if newer.revision > r.revision => r.clone_from(newer),
+                            _ => {}
+                        }
+                    }
+                },
+            )
+            .await?;
+        self.shared.unsynced.settle_all().await?;
+        Ok(listed)
     }
 
     async fn count_instances(
@@ -970,38 +1053,41 @@ impl Store for SqliteStore {
         let (ns, workflow_type) = (ns.to_owned(), workflow_type.to_owned());
         let version = version.map(str::to_owned);
         let (n, w, v) = (ns.clone(), workflow_type.clone(), version.clone());
-        self.read_merged(
-            move |dirty| dirty.busy(&n, &w, v.as_deref()),
-            move |conn, dirty| {
-                // Dirty instances are counted from the cache, the rest from the tables.
-                let sql = if version.is_some() {
-                    "SELECT COUNT(*), COALESCE(SUM(pending_count > 0), 0) FROM instances \
+        let counted = self
+            .read_merged(
+                move |dirty| dirty.busy(&n, &w, v.as_deref()),
+                move |conn, dirty| {
+                    // Dirty instances are counted from the cache, the rest from the tables.
+                    let sql = if version.is_some() {
+                        "SELECT COUNT(*), COALESCE(SUM(pending_count > 0), 0) FROM instances \
                      WHERE ns = ?1 AND workflow_type = ?2 AND version = ?3 \
                      AND id NOT IN (SELECT value FROM json_each(?4))"
-                } else {
-                    "SELECT COUNT(*), COALESCE(SUM(pending_count > 0), 0) FROM instances \
+                    } else {
+                        "SELECT COUNT(*), COALESCE(SUM(pending_count > 0), 0) FROM instances \
                      WHERE ns = ?1 AND workflow_type = ?2 AND ?3 IS NULL \
                      AND id NOT IN (SELECT value FROM json_each(?4))"
-                };
-                let ids: Vec<&str> = dirty.iter().map(|(id, _)| id.as_str()).collect();
-                let ids = encode(&ids, "instance ids")?;
-                let (all, with): (i64, i64) = conn
-                    .prepare_cached(sql)
-                    .and_then(|mut s| {
-                        s.query_row(params![ns, workflow_type, version, ids], |r| {
-                            Ok((r.get(0)?, r.get(1)?))
+                    };
+                    let ids: Vec<&str> = dirty.iter().map(|(id, _)| id.as_str()).collect();
+                    let ids = encode(&ids, "instance ids")?;
+                    let (all, with): (i64, i64) = conn
+                        .prepare_cached(sql)
+                        .and_then(|mut s| {
+                            s.query_row(params![ns, workflow_type, version, ids], |r| {
+                                Ok((r.get(0)?, r.get(1)?))
+                            })
                         })
-                    })
-                    .map_err(db("count instances"))?;
-                let busy = dirty.iter().filter(|(_, busy)| *busy).count() as u64;
-                Ok((
-                    uint(all, "count")? + dirty.len() as u64,
-                    uint(with, "count")? + busy,
-                ))
-            },
-            |_, _| {},
-        )
-        .await
+                        .map_err(db("count instances"))?;
+                    let busy = dirty.iter().filter(|(_, busy)| *busy).count() as u64;
+                    Ok((
+                        uint(all, "count")? + dirty.len() as u64,
+                        uint(with, "count")? + busy,
+                    ))
+                },
+                |_, _| {},
+            )
+            .await?;
+        self.shared.unsynced.settle_all().await?;
+        Ok(counted)
     }
 
     async fn due(

@@ -46,9 +46,13 @@ impl Bodies {
 
 /// How the writer is set up, from [`SqliteOptions`].
 pub(super) struct WriterConfig {
+    /// The connection's level for durable batches (`NORMAL` when a syncer syncs the log).
     pub(super) synchronous: Synchronous,
     pub(super) max_batch: usize,
     pub(super) journal_rows: usize,
+    /// The syncer's inbox and thread, when the log is synced off the writer's path.
+    pub(super) syncer: Option<(mpsc::Sender<SyncJob>, JoinHandle<()>)>,
+    pub(super) unsynced: Arc<Unsynced>,
 }
 
 pub(super) struct Writer {
@@ -58,8 +62,15 @@ pub(super) struct Writer {
     schedule: Arc<Schedule>,
     stats: Arc<StatsCounters>,
     configured: Synchronous,
+    /// The level for batches of only relaxed write sets: `OFF`, or the configured level when
+    /// that syncs nothing in the `COMMIT` itself (so there is no switching).
+    relaxed_level: Synchronous,
     /// The level the connection is at now.
     current: Synchronous,
+    /// Where durable answers go to wait for the log's sync; `None`: the `COMMIT` syncs.
+    syncer: Option<mpsc::Sender<SyncJob>>,
+    syncer_thread: Option<JoinHandle<()>>,
+    unsynced: Arc<Unsynced>,
     /// Relaxed write sets committed since the last durable batch or checkpoint.
     relaxed_writes: usize,
     max_batch: usize,
@@ -170,6 +181,7 @@ impl Writer {
         stats: Arc<StatsCounters>,
         config: WriterConfig,
     ) -> Self {
+        let (syncer, syncer_thread) = config.syncer.unzip();
         Self {
             conn,
             rx,
@@ -182,7 +194,15 @@ impl Writer {
             schedule,
             stats,
             configured: config.synchronous,
+            relaxed_level: if syncer.is_some() {
+                config.synchronous
+            } else {
+                Synchronous::Off
+            },
             current: config.synchronous,
+            syncer,
+            syncer_thread,
+            unsynced: config.unsynced,
             relaxed_writes: 0,
             max_batch: config.max_batch.max(1),
             dirty: HashMap::new(),
@@ -211,6 +231,12 @@ impl Writer {
         if let Err(e) = closing {
             tracing::warn!("turnwise sqlite store: before closing: {e}");
         }
+        // The syncer answers what it holds and stops; closing the connection afterwards
+        // checkpoints the log, synced.
+        drop(self.syncer.take());
+        if let Some(thread) = self.syncer_thread.take() {
+            let _ = thread.join();
+        }
     }
 
     /// The next request: after a batch, poll briefly before sleeping. A worker's next call
@@ -236,7 +262,7 @@ impl Writer {
                     Err(mpsc::RecvTimeoutError::Timeout) => {
                         // The journal already made these rows durable: no sync needed.
                         let flushed = self
-                            .set_level(Synchronous::Off)
+                            .set_level(self.relaxed_level)
                             .and_then(|()| self.flush_alone());
                         if let Err(e) = flushed {
                             tracing::warn!("turnwise sqlite store: flushing the journal: {e}");
@@ -320,7 +346,7 @@ impl Writer {
     /// After a batch: keep the WAL bounded when only relaxed batches come, by checkpointing
     /// at the configured level every so often.
     fn after_relaxed(&mut self, relaxed: bool, writes: usize) {
-        if !relaxed || self.configured == Synchronous::Off {
+        if !relaxed || self.relaxed_level == self.configured {
             self.relaxed_writes = 0;
             return;
         }
@@ -347,7 +373,13 @@ impl Writer {
     /// batch with a checkpoint would wait for that checkpoint's sync, which it does not need.
     /// Write sets in one batch were all in flight at once, so none depends on another's answer;
     /// an instance with write sets of both kinds keeps them in order in one transaction.
+    ///
+    /// With a syncer there is nothing to gain: relaxed answers go out right after the
+    /// `COMMIT`, and only the durable ones wait for the syncer.
     fn run_batch(&mut self, batch: Vec<Request>) {
+        if self.syncer.is_some() {
+            return self.run_transaction(batch);
+        }
         match split_relaxed(batch) {
             Ok((relaxed, durable)) => {
                 self.run_transaction(relaxed);
@@ -362,6 +394,19 @@ impl Writer {
             .iter()
             .all(|r| r.write.durability == Durability::Relaxed);
         let count = batch.len();
+        // Numbered before anything of it is visible; see `Unsynced`.
+        let sync_number = match &self.syncer {
+            Some(_) if !relaxed => Some(
+                self.unsynced.begin(
+                    batch
+                        .iter()
+                        .filter(|r| r.write.durability == Durability::Durable)
+                        .map(|r| (r.write.ns.as_str(), r.write.id.as_str())),
+                ),
+            ),
+            _ => None,
+        };
+        let mut to_sync = Vec::new();
         match self.transact(&batch, relaxed) {
             Ok((outcomes, flushed)) => {
                 if flushed {
@@ -379,7 +424,11 @@ impl Writer {
                     let key = (write.ns, write.id);
                     let change = match outcome {
                         Ok((pruned_through, how)) => {
-                            answers.push((reply, Ok(())));
+                            if sync_number.is_some() && write.durability == Durability::Durable {
+                                to_sync.push(reply);
+                            } else {
+                                answers.push((reply, Ok(())));
+                            }
                             match write.instance {
                                 None => {
                                     self.dirty.remove(&key);
@@ -422,7 +471,8 @@ impl Writer {
                     }));
                 self.cache.committed(changes);
                 // Count before answering, so a caller that saw its commit sees it counted.
-                let applied = answers.iter().filter(|(_, a)| a.is_ok()).count() as u64;
+                let applied =
+                    (answers.iter().filter(|(_, a)| a.is_ok()).count() + to_sync.len()) as u64;
                 let stats = &self.stats;
                 stats.write_sets.fetch_add(applied, Ordering::Release);
                 stats
@@ -441,6 +491,20 @@ impl Writer {
                 self.cache.tables_settled();
                 for request in batch {
                     let _ = request.reply.send(Err(CommitError::Store(e.clone())));
+                }
+            }
+        }
+        if let (Some(number), Some(syncer)) = (sync_number, &self.syncer) {
+            // Also after a failed transaction, so that the number counts as done.
+            let job = SyncJob {
+                number,
+                answers: to_sync,
+            };
+            if let Err(mpsc::SendError(job)) = syncer.send(job) {
+                let stopped = "sqlite: the syncer thread has stopped; close the store and open                                the file again";
+                self.unsynced.failed(Arc::from(stopped));
+                for reply in job.answers {
+                    let _ = reply.send(Err(CommitError::Store(StoreError(stopped.into()))));
                 }
             }
         }
