@@ -10,16 +10,8 @@ use turnwise::store::{
 };
 use turnwise::{Backend, Engine, EngineConfig};
 
-#[tokio::test]
-async fn stats_count_batches_durable_batches_and_write_sets() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("stats.db"))
-        .await
-        .unwrap();
-    assert_eq!(store.stats(), SqliteStats::default());
-    let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
-
-    // One call at a time, so each commit is a batch of its own.
+/// Create instance `s-1` of `stats v1`.
+async fn create(engine: &Engine) {
     engine
         .create_instance(CreateInstanceRequest {
             id: "s-1".into(),
@@ -31,7 +23,20 @@ async fn stats_count_batches_durable_batches_and_write_sets() {
             on_exhausted: None,
         })
         .await
-        .unwrap(); // durable
+        .unwrap();
+}
+
+#[tokio::test]
+async fn stats_count_batches_durable_batches_and_write_sets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("stats.db"))
+        .await
+        .unwrap();
+    assert_eq!(store.stats(), SqliteStats::default());
+    let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
+
+    // One call at a time, so each commit is a batch of its own.
+    create(&engine).await; // durable
     engine
         .send_message(MessageRequest {
             workflow_id: "s-1".into(),
@@ -106,18 +111,7 @@ async fn without_the_sync_thread_each_durable_batch_syncs_in_its_commit() {
         .await
         .unwrap();
     let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
-    engine
-        .create_instance(CreateInstanceRequest {
-            id: "s-1".into(),
-            workflow_type: "stats".into(),
-            version: "v1".into(),
-            state: json!(null),
-            lease_ms: None,
-            max_attempts: None,
-            on_exhausted: None,
-        })
-        .await
-        .unwrap();
+    create(&engine).await;
     let s = store.stats();
     assert_eq!((s.batches, s.durable_batches, s.syncs), (1, 1, 0));
     assert_eq!(engine.get_instance("s-1").await.unwrap().id, "s-1");

@@ -204,16 +204,10 @@ impl Syncer {
     /// The next job: poll briefly before sleeping, as the writer does. `None` when the writer
     /// is gone and every job is done.
     fn next_job(&self) -> Option<SyncJob> {
-        let spin_until = std::time::Instant::now() + SYNCER_SPIN;
-        loop {
-            match self.rx.try_recv() {
-                Ok(job) => return Some(job),
-                Err(mpsc::TryRecvError::Disconnected) => return None,
-                Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < spin_until => {
-                    std::thread::yield_now();
-                }
-                Err(mpsc::TryRecvError::Empty) => return self.rx.recv().ok(),
-            }
+        match poll_for(&self.rx, SYNCER_SPIN) {
+            Ok(job) => Some(job),
+            Err(mpsc::TryRecvError::Disconnected) => None,
+            Err(mpsc::TryRecvError::Empty) => self.rx.recv().ok(),
         }
     }
 

@@ -245,34 +245,29 @@ impl Writer {
     /// of a little CPU right after each batch. With dirty instances, an idle writer flushes
     /// them. `None` when every handle is gone.
     fn next_request(&mut self) -> Option<Request> {
-        let spin_until = std::time::Instant::now() + WRITER_SPIN;
-        loop {
-            match self.rx.try_recv() {
+        match poll_for(&self.rx, WRITER_SPIN) {
+            Ok(r) => return Some(r),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) => {}
+        }
+        while !self.dirty.is_empty() {
+            match self.rx.recv_timeout(IDLE_FLUSH) {
                 Ok(r) => return Some(r),
-                Err(mpsc::TryRecvError::Disconnected) => return None,
-                Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < spin_until => {
-                    std::thread::yield_now();
-                }
-                Err(mpsc::TryRecvError::Empty) if self.dirty.is_empty() => {
-                    return self.rx.recv().ok()
-                }
-                Err(mpsc::TryRecvError::Empty) => match self.rx.recv_timeout(IDLE_FLUSH) {
-                    Ok(r) => return Some(r),
-                    Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        // The journal already made these rows durable: no sync needed.
-                        let flushed = self
-                            .set_level(self.relaxed_level)
-                            .and_then(|()| self.flush_alone());
-                        if let Err(e) = flushed {
-                            tracing::warn!("turnwise sqlite store: flushing the journal: {e}");
-                            return self.rx.recv().ok();
-                        }
-                        self.after_relaxed(true, 1);
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // The journal already made these rows durable: no sync needed.
+                    let flushed = self
+                        .set_level(self.relaxed_level)
+                        .and_then(|()| self.flush_alone());
+                    if let Err(e) = flushed {
+                        tracing::warn!("turnwise sqlite store: flushing the journal: {e}");
+                        break;
                     }
-                },
+                    self.after_relaxed(true, 1);
+                }
             }
         }
+        self.rx.recv().ok()
     }
 
     /// Write every dirty instance into the tables and empty the journal, in a transaction of
