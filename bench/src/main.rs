@@ -138,9 +138,11 @@ fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, St
                     "sqlite" => StoreKind::Sqlite,
                     "sqlite-sync-in-commit" => StoreKind::SqliteSyncInCommit,
                     "memory" => StoreKind::Memory,
-                    other => return Err(format!(
+                    other => {
+                        return Err(format!(
                         "--store: `{other}` is not `sqlite`, `sqlite-sync-in-commit` or `memory`"
-                    )),
+                    ))
+                    }
                 }
             }
             _ => return Err(format!("unknown argument `{arg}`")),

@@ -91,7 +91,8 @@ CREATE TABLE IF NOT EXISTS journal (
 /// The store always runs in WAL mode, where the levels mean:
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Synchronous {
-    /// `FULL`: the WAL is synced on every commit, so an acknowledged
+    /// `FULL`: the WAL is synced before a durable commit is answered (on the sync thread,
+    /// see [`SqliteOptions::sync_thread`], or in the `COMMIT`), so an acknowledged
     /// [`Durability::Durable`] commit survives a power loss. The default.
     #[default]
     Full,
@@ -119,7 +120,8 @@ impl Synchronous {
 #[non_exhaustive]
 pub struct SqliteOptions {
     /// The sync level for batches holding a [`Durability::Durable`] write set (default
-    /// [`Synchronous::Full`]). Batches of only relaxed write sets always use `OFF`.
+    /// [`Synchronous::Full`]). Without the sync thread, batches of only relaxed write sets
+    /// use `OFF`.
     pub synchronous: Synchronous,
     /// With [`Synchronous::Full`]: sync the write-ahead log on a thread of its own, while the
     /// writer goes on with the next batch, instead of in each `COMMIT` (default `true`; no
