@@ -317,6 +317,16 @@ impl SqliteStore {
     /// writer thread. Fails if the file is not a turnwise store or has a schema newer than this
     /// version of turnwise understands.
     pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
+        Self::open_gated(path, options, None).await
+    }
+
+    /// [`SqliteStore::open_with`]; with a `gate`, the syncer takes one message from it before
+    /// each sync (tests hold syncs back with it).
+    async fn open_gated(
+        path: &Path,
+        options: SqliteOptions,
+        gate: Option<mpsc::Receiver<()>>,
+    ) -> Result<Self, StoreError> {
         let path = path.to_path_buf();
         // With a sync thread, commits only write the log; the syncer makes them durable.
         let threaded = options.synchronous == Synchronous::Full && options.sync_thread;
@@ -345,7 +355,7 @@ impl SqliteStore {
         let unsynced = Arc::new(Unsynced::new());
         let syncer = if threaded {
             let (jobs, rx) = mpsc::channel();
-            let syncer = Syncer::new(rx, &path, unsynced.clone(), stats.clone());
+            let syncer = Syncer::new(rx, &path, unsynced.clone(), stats.clone()).gated(gate);
             let thread = std::thread::Builder::new()
                 .name("turnwise-sqlite-syncer".into())
                 .spawn(move || syncer.run())

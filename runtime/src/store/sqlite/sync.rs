@@ -150,6 +150,8 @@ pub(super) struct Syncer {
     unsynced: Arc<Unsynced>,
     stats: Arc<StatsCounters>,
     failed: Option<Arc<str>>,
+    /// Taken from before each sync, when set: how tests hold syncs back.
+    gate: Option<mpsc::Receiver<()>>,
 }
 
 impl Syncer {
@@ -170,7 +172,14 @@ impl Syncer {
             unsynced,
             stats,
             failed: None,
+            gate: None,
         }
+    }
+
+    /// Take one message from `gate` before each sync (`None`: sync at once).
+    pub(super) fn gated(mut self, gate: Option<mpsc::Receiver<()>>) -> Self {
+        self.gate = gate;
+        self
     }
 
     /// Sync and answer until the writer is gone, then once more for what it left.
@@ -181,6 +190,9 @@ impl Syncer {
                 jobs.push(job);
             }
             let through = jobs.last().map_or(0, |j| j.number);
+            if let Some(gate) = &self.gate {
+                let _ = gate.recv();
+            }
             let synced = self.sync();
             match &synced {
                 Ok(()) => self.unsynced.synced(through),
@@ -301,6 +313,100 @@ mod tests {
         assert_eq!(err.0, "the disk is gone");
         // What was synced before stays readable.
         assert_eq!(unsynced.settle_instance("ns", "a").await, Ok(()));
+    }
+
+    fn instance(id: &str, revision: u64) -> InstanceRecord {
+        serde_json::from_value(serde_json::json!({
+            "ns": "ns", "id": id, "workflow_type": "t", "version": "v1", "state": null,
+            "lease_ms": 60000, "max_attempts": 3, "on_exhausted": "block", "paused": false,
+            "created_at_ms": 1, "updated_at_ms": 1, "revision": revision, "next_turn": 1,
+            "pending": [], "completed_turns": 0, "history_through": 0,
+            "history_pruned_through": 0, "due_at_ms": null, "epoch": "e"
+        }))
+        .expect("an instance record")
+    }
+
+    fn create(id: &str, durability: Durability) -> WriteSet {
+        WriteSet {
+            ns: "ns".into(),
+            id: id.into(),
+            expected_revision: None,
+            instance: Some(instance(id, 1)),
+            turns: Vec::new(),
+            retention: None,
+            durability,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_durable_commit_is_answered_and_read_only_once_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (gate, held) = mpsc::channel();
+        let store = SqliteStore::open_gated(
+            &dir.path().join("store.db"),
+            SqliteOptions::default(),
+            Some(held),
+        )
+        .await
+        .unwrap();
+        gate.send(()).unwrap();
+        store
+            .commit(create("synced", Durability::Durable))
+            .await
+            .unwrap();
+
+        // The next sync is held: the commit is written, visible to SQLite, and unanswered.
+        let committing = tokio::spawn({
+            let store = store.clone();
+            async move { store.commit(create("held", Durability::Durable)).await }
+        });
+        while store.stats().write_sets < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(!committing.is_finished(), "answered before its sync");
+        assert!(pending(store.load_instance("ns", "held")).await);
+        assert!(
+            pending(store.list_instances(
+                "ns",
+                InstanceFilter {
+                    limit: 10,
+                    ..Default::default()
+                }
+            ))
+            .await
+        );
+        // Other instances read at once, and relaxed commits are answered at once.
+        assert!(store.load_instance("ns", "synced").await.unwrap().is_some());
+        store
+            .commit(create("relaxed", Durability::Relaxed))
+            .await
+            .unwrap();
+
+        // The sync lets the answer and the reads through.
+        let reading = tokio::spawn({
+            let store = store.clone();
+            async move { store.load_instance("ns", "held").await }
+        });
+        gate.send(()).unwrap();
+        assert_eq!(committing.await.unwrap(), Ok(()));
+        let read = reading
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the held instance, once synced");
+        assert_eq!(read.revision, 1);
+        let listed = store
+            .list_instances(
+                "ns",
+                InstanceFilter {
+                    limit: 10,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(listed.len(), 3);
+        drop(gate); // later syncs go through
     }
 
     /// Start a syncer for the database at `db`: its inbox, its state and its counters.
