@@ -365,16 +365,11 @@ mod tests {
         }
         assert!(!committing.is_finished(), "answered before its sync");
         assert!(pending(store.load_instance("ns", "held")).await);
-        assert!(
-            pending(store.list_instances(
-                "ns",
-                InstanceFilter {
-                    limit: 10,
-                    ..Default::default()
-                }
-            ))
-            .await
-        );
+        let all = || InstanceFilter {
+            limit: 10,
+            ..Default::default()
+        };
+        assert!(pending(store.list_instances("ns", all())).await);
         // Other instances read at once, and relaxed commits are answered at once.
         assert!(store.load_instance("ns", "synced").await.unwrap().is_some());
         store
@@ -395,16 +390,7 @@ mod tests {
             .unwrap()
             .expect("the held instance, once synced");
         assert_eq!(read.revision, 1);
-        let listed = store
-            .list_instances(
-                "ns",
-                InstanceFilter {
-                    limit: 10,
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
+        let listed = store.list_instances("ns", all()).await.unwrap();
         assert_eq!(listed.len(), 3);
         drop(gate); // later syncs go through
     }
