@@ -315,31 +315,24 @@ mod tests {
         assert_eq!(unsynced.settle_instance("ns", "a").await, Ok(()));
     }
 
-    fn instance(id: &str, revision: u64) -> InstanceRecord {
-        serde_json::from_value(serde_json::json!({
-            "ns": "ns", "id": id, "workflow_type": "t", "version": "v1", "state": null,
-            "lease_ms": 60000, "max_attempts": 3, "on_exhausted": "block", "paused": false,
-            "created_at_ms": 1, "updated_at_ms": 1, "revision": revision, "next_turn": 1,
-            "pending": [], "completed_turns": 0, "history_through": 0,
-            "history_pruned_through": 0, "due_at_ms": null, "epoch": "e"
-        }))
-        .expect("an instance record")
-    }
-
-    fn create(id: &str, durability: Durability) -> WriteSet {
-        WriteSet {
-            ns: "ns".into(),
+    fn create(id: &str) -> crate::protocol::CreateInstanceRequest {
+        crate::protocol::CreateInstanceRequest {
             id: id.into(),
-            expected_revision: None,
-            instance: Some(instance(id, 1)),
-            turns: Vec::new(),
-            retention: None,
-            durability,
+            workflow_type: "t".into(),
+            version: "v1".into(),
+            state: serde_json::Value::Null,
+            lease_ms: None,
+            max_attempts: None,
+            on_exhausted: None,
         }
     }
 
+    /// Through the engine, with the store's syncer held back by a gate.
     #[tokio::test]
-    async fn a_durable_commit_is_answered_and_read_only_once_synced() {
+    async fn a_durable_write_is_answered_and_read_only_once_synced() {
+        use crate::protocol::*;
+        use crate::{Backend, Engine, EngineConfig};
+
         let dir = tempfile::tempdir().unwrap();
         let (gate, held) = mpsc::channel();
         let store = SqliteStore::open_gated(
@@ -349,50 +342,60 @@ mod tests {
         )
         .await
         .unwrap();
-        gate.send(()).unwrap();
-        store
-            .commit(create("synced", Durability::Durable))
-            .await
-            .unwrap();
+        let engine = Engine::new(
+            store.clone(),
+            crate::clock::SystemClock,
+            EngineConfig::default(),
+        );
+        // Bound after the store, so dropped before it if an assertion fails: closing the store
+        // waits for the syncer, which must not be left waiting at the gate.
+        let gate = gate;
+        for _ in 0..2 {
+            gate.send(()).unwrap();
+        }
+        engine.create_instance(create("synced")).await.unwrap();
+        let message = MessageRequest {
+            workflow_id: "synced".into(),
+            id: "m-1".into(),
+            message: serde_json::json!(1),
+            origin: None,
+        };
+        engine.send_message(message).await.unwrap();
 
-        // The next sync is held: the commit is written, visible to SQLite, and unanswered.
-        let committing = tokio::spawn({
-            let store = store.clone();
-            async move { store.commit(create("held", Durability::Durable)).await }
+        // The next sync is held: the create is committed and visible to SQLite, unanswered.
+        let creating = tokio::spawn({
+            let engine = engine.clone();
+            async move { engine.create_instance(create("held")).await }
         });
-        while store.stats().write_sets < 2 {
+        while store.stats().write_sets < 3 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        assert!(!committing.is_finished(), "answered before its sync");
-        assert!(pending(store.load_instance("ns", "held")).await);
-        let all = || InstanceFilter {
-            limit: 10,
-            ..Default::default()
+        assert!(!creating.is_finished(), "answered before its sync");
+        assert!(pending(engine.get_instance("held")).await);
+        assert!(pending(engine.list_instances(ListInstancesQuery::default())).await);
+        // Other instances read at once, and a claim (a relaxed write) is answered at once.
+        assert_eq!(engine.get_instance("synced").await.unwrap().id, "synced");
+        let claim = ClaimRequest {
+            worker: "w".into(),
+            workflows: vec![WorkflowRef::new("t", "v1")],
+            wait_ms: 0,
+            include_execution_credential: None,
         };
-        assert!(pending(store.list_instances("ns", all())).await);
-        // Other instances read at once, and relaxed commits are answered at once.
-        assert!(store.load_instance("ns", "synced").await.unwrap().is_some());
-        store
-            .commit(create("relaxed", Durability::Relaxed))
-            .await
-            .unwrap();
+        assert!(engine.claim(claim).await.unwrap().task.is_some());
 
         // The sync lets the answer and the reads through.
         let reading = tokio::spawn({
-            let store = store.clone();
-            async move { store.load_instance("ns", "held").await }
+            let engine = engine.clone();
+            async move { engine.get_instance("held").await }
         });
-        gate.send(()).unwrap();
-        assert_eq!(committing.await.unwrap(), Ok(()));
-        let read = reading
+        drop(gate); // this sync and every later one go through
+        assert_eq!(creating.await.unwrap().unwrap().id, "held");
+        assert_eq!(reading.await.unwrap().unwrap().id, "held");
+        let listed = engine
+            .list_instances(ListInstancesQuery::default())
             .await
-            .unwrap()
-            .unwrap()
-            .expect("the held instance, once synced");
-        assert_eq!(read.revision, 1);
-        let listed = store.list_instances("ns", all()).await.unwrap();
-        assert_eq!(listed.len(), 3);
-        drop(gate); // later syncs go through
+            .unwrap();
+        assert_eq!(listed.instances.len(), 2);
     }
 
     /// Start a syncer for the database at `db`: its inbox, its state and its counters.
