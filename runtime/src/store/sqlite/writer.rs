@@ -62,9 +62,6 @@ pub(super) struct Writer {
     schedule: Arc<Schedule>,
     stats: Arc<StatsCounters>,
     configured: Synchronous,
-    /// The level for batches of only relaxed write sets: `OFF`, or the configured level when
-    /// that syncs nothing in the `COMMIT` itself (so there is no switching).
-    relaxed_level: Synchronous,
     /// The level the connection is at now.
     current: Synchronous,
     /// Where durable answers go to wait for the log's sync; `None`: the `COMMIT` syncs.
@@ -194,11 +191,6 @@ impl Writer {
             schedule,
             stats,
             configured: config.synchronous,
-            relaxed_level: if syncer.is_some() {
-                config.synchronous
-            } else {
-                Synchronous::Off
-            },
             current: config.synchronous,
             syncer,
             syncer_thread,
@@ -257,7 +249,7 @@ impl Writer {
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     // The journal already made these rows durable: no sync needed.
                     let flushed = self
-                        .set_level(self.relaxed_level)
+                        .set_level(self.relaxed_level())
                         .and_then(|()| self.flush_alone());
                     if let Err(e) = flushed {
                         tracing::warn!("turnwise sqlite store: flushing the journal: {e}");
@@ -268,6 +260,16 @@ impl Writer {
             }
         }
         self.rx.recv().ok()
+    }
+
+    /// The level for batches of only relaxed write sets: `OFF`, or with a syncer the
+    /// configured level, which then syncs nothing in the `COMMIT` (so there is no switching).
+    fn relaxed_level(&self) -> Synchronous {
+        if self.syncer.is_some() {
+            self.configured
+        } else {
+            Synchronous::Off
+        }
     }
 
     /// Write every dirty instance into the tables and empty the journal, in a transaction of
@@ -341,7 +343,7 @@ impl Writer {
     /// After a batch: keep the WAL bounded when only relaxed batches come, by checkpointing
     /// at the configured level every so often.
     fn after_relaxed(&mut self, relaxed: bool, writes: usize) {
-        if !relaxed || self.relaxed_level == self.configured {
+        if !relaxed || self.relaxed_level() == self.configured {
             self.relaxed_writes = 0;
             return;
         }
@@ -549,7 +551,7 @@ impl Writer {
         relaxed: bool,
     ) -> Result<(Vec<Outcome>, bool), StoreError> {
         self.set_level(if relaxed {
-            Synchronous::Off
+            self.relaxed_level()
         } else {
             self.configured
         })?;
