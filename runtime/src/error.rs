@@ -76,6 +76,14 @@ pub enum Error {
     /// The store failed; the request may be retried.
     #[error("store error: {0}")]
     Store(String),
+    /// A stored record of the instance cannot be decoded: the instance is quarantined (every
+    /// other instance is served). Retrying does not help; an operator deletes the instance or
+    /// restores its record.
+    #[error("{message}")]
+    Unreadable {
+        /// Which instance, why, and what to do.
+        message: String,
+    },
     /// The backend could not be reached or answered something unreadable.
     #[error("transport error: {0}")]
     Transport(String),
@@ -104,6 +112,7 @@ impl Error {
             Error::LeaseLost { .. } | Error::Conflict { .. } => 409,
             Error::Reserved { .. } => 403,
             Error::Store(_) | Error::Transport(_) => 503,
+            Error::Unreadable { .. } => 500,
             Error::Http { status, .. } => *status,
         }
     }
@@ -123,6 +132,7 @@ impl Error {
             Error::Conflict { .. } => "conflict",
             Error::Reserved { code, .. } => code,
             Error::Store(_) => "store_unavailable",
+            Error::Unreadable { .. } => "record_unreadable",
             Error::Transport(_) => "transport_error",
             Error::Http { code, .. } => code,
         }

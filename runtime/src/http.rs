@@ -963,6 +963,9 @@ impl WireError {
                     .unwrap_or(&message)
                     .to_owned(),
             )),
+            "record_unreadable" => Some(Error::Unreadable {
+                message: message.clone(),
+            }),
             _ => None,
         };
         match known {

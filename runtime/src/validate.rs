@@ -64,8 +64,65 @@ pub fn serialized_len<T: serde::Serialize + ?Sized>(v: &T) -> usize {
     c.0
 }
 
-/// Check that a value fits its limit.
+/// How deeply a user value (a message, state, reply, step output, signal value, progress
+/// details, resume cursor or origin) may nest: at most 64 arrays and objects inside one
+/// another. A scalar nests 0 levels, `[]` and `{}` 1, `[[1]]` 2.
+///
+/// Stored records and wire answers wrap a user value in a few more levels (a turn, its steps,
+/// a step, a signal step's `{received, value}`, a claim's task): at most 8. The limit keeps
+/// every record and answer well inside the 128 levels JSON parsers commonly accept (serde_json's
+/// default), so an accepted value can always be read back.
+pub const MAX_DEPTH: usize = 64;
+
+/// How many arrays and objects nest inside one another in `v`, counted up to `MAX_DEPTH + 1`
+/// (a deeper value answers `MAX_DEPTH + 1`). Recursion stops there, so any value is safe to
+/// measure however deep it is.
+pub fn depth(v: &Value) -> usize {
+    fn walk(v: &Value, budget: usize) -> usize {
+        match v {
+            Value::Array(a) => 1 + deepest(a.iter(), budget),
+            Value::Object(o) => 1 + deepest(o.values(), budget),
+            _ => 0,
+        }
+    }
+    // The deepest child of a container with `budget` levels left below it; no deeper than
+    // `budget + 1`, which is enough to tell that the limit is passed.
+    fn deepest<'a>(children: impl Iterator<Item = &'a Value>, budget: usize) -> usize {
+        if budget == 0 {
+            return 0;
+        }
+        let mut deepest = 0;
+        for c in children {
+            deepest = deepest.max(walk(c, budget - 1));
+            if deepest >= budget {
+                break;
+            }
+        }
+        deepest
+    }
+    walk(v, MAX_DEPTH)
+}
+
+/// Check that a user value nests at most [`MAX_DEPTH`] levels, naming the field.
+pub fn nesting(what: &str, v: &Value) -> Result<()> {
+    if depth(v) > MAX_DEPTH {
+        return Err(Error::invalid(
+            what.to_owned(),
+            format!(
+                "the value nests more than {MAX_DEPTH} arrays/objects deep; \
+                 user values may nest at most {MAX_DEPTH} levels"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Check that a user value fits its size limit and the nesting limit ([`MAX_DEPTH`]).
+///
+/// The nesting is checked first: serializing an arbitrarily deep value to count its size would
+/// recurse as deep as it nests.
 pub fn size(what: &str, v: &Value, limit: usize) -> Result<()> {
+    nesting(what, v)?;
     let n = json_len(v);
     if n > limit {
         return Err(Error::TooLarge {
@@ -179,6 +236,39 @@ mod tests {
         assert!(progress_details(&json!({"phase": "x", "done": -1})).is_err());
         assert!(progress_details(&json!({"phase": "x", "done": 1, "unit": "a/b"})).is_err());
         assert!(progress_details(&json!({"phase": "x", "done": 9007199254740992u64})).is_err());
+    }
+
+    fn nested(levels: usize) -> Value {
+        let mut v = json!(1);
+        for i in 0..levels {
+            // Built by hand: `json!` would serialize `v` again, recursing as deep as it nests.
+            v = if i % 2 == 0 {
+                Value::Array(vec![v])
+            } else {
+                Value::Object([("k".to_owned(), v)].into_iter().collect())
+            };
+        }
+        v
+    }
+
+    #[test]
+    fn depth_counts_containers_and_stops_past_the_limit() {
+        assert_eq!(depth(&json!(1)), 0);
+        assert_eq!(depth(&json!([])), 1);
+        assert_eq!(depth(&json!({"a": [1, {"b": []}]})), 4);
+        assert_eq!(depth(&nested(MAX_DEPTH)), MAX_DEPTH);
+        assert_eq!(depth(&nested(MAX_DEPTH + 1)), MAX_DEPTH + 1);
+        // Far deeper than any stack could serialize: measured without recursing past the limit.
+        let deep = nested(200_000);
+        assert_eq!(depth(&deep), MAX_DEPTH + 1);
+        assert!(size("message", &nested(MAX_DEPTH), 1 << 20).is_ok());
+        let e = size("message", &deep, 1 << 20).unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid { param, message } if param == "message" && message.contains("64")),
+            "{e}"
+        );
+        // Dropping a value this deep recurses in serde_json; leak it in the test instead.
+        std::mem::forget(deep);
     }
 
     #[test]

@@ -1150,7 +1150,7 @@ async fn sqlite_refuses_newer_schema_and_foreign_files() {
         conn.execute_batch("PRAGMA user_version = 99").unwrap();
     }
     let err = SqliteStore::open(&path).await.unwrap_err();
-    assert!(err.0.contains("schema version 99"), "{err}");
+    assert!(err.to_string().contains("schema version 99"), "{err}");
 
     let foreign = dir.path().join("foreign.db");
     {
@@ -1159,11 +1159,11 @@ async fn sqlite_refuses_newer_schema_and_foreign_files() {
             .unwrap();
     }
     let err = SqliteStore::open(&foreign).await.unwrap_err();
-    assert!(err.0.contains("not a turnwise store"), "{err}");
+    assert!(err.to_string().contains("not a turnwise store"), "{err}");
 
     let missing = dir.path().join("no-such-dir").join("store.db");
     let err = SqliteStore::open(&missing).await.unwrap_err();
-    assert!(err.0.starts_with("sqlite: open"), "{err}");
+    assert!(err.to_string().starts_with("sqlite: open"), "{err}");
 }
 
 #[tokio::test]

@@ -203,14 +203,14 @@ impl Store for MemoryStore {
             for (i, t) in write.turns.iter().enumerate() {
                 if let Some(old) = entry.turns.get(&t.number) {
                     if old.is_finished() && old != t {
-                        return Err(StoreError(format!(
+                        return Err(StoreError::new(format!(
                             "turn {} of `{}` is in history and cannot be rewritten",
                             t.number, write.id
                         ))
                         .into());
                     }
                     if old.message_id != t.message_id {
-                        return Err(StoreError(format!(
+                        return Err(StoreError::new(format!(
                             "turn {} changed its message id",
                             t.number
                         ))

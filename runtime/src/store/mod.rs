@@ -16,6 +16,8 @@
 //!
 //! The contract has its own test suite (`runtime/tests/store_contract.rs`) that every store runs.
 
+#[cfg(feature = "sqlite")]
+mod json;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -272,14 +274,47 @@ pub enum CommitError {
     Store(#[from] StoreError),
 }
 
-/// A failure of the store itself (I/O, corruption, a closed store).
+/// A failure of the store itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct StoreError(pub String);
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store could not do what was asked (I/O, a closed store, a full disk). Nothing was
+    /// written; the same call may succeed later.
+    #[error("{0}")]
+    Failed(String),
+    /// A stored record of one instance cannot be decoded. The store keeps serving every other
+    /// instance and refuses this one (it is *quarantined*) until an operator deletes or restores
+    /// it; retrying does not help.
+    #[error(
+        "the stored record of instance `{id}` (namespace `{ns}`) cannot be read ({reason}); \
+         the instance is quarantined: the rest of the store serves, this instance answers this \
+         error until it is deleted or its record is restored from a backup"
+    )]
+    Unreadable {
+        /// The namespace.
+        ns: String,
+        /// The instance id.
+        id: String,
+        /// What failed while decoding.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    /// A [`StoreError::Failed`] with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        StoreError::Failed(message.into())
+    }
+}
 
 impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
-        crate::Error::Store(e.0)
+        match e {
+            StoreError::Failed(message) => crate::Error::Store(message),
+            StoreError::Unreadable { .. } => crate::Error::Unreadable {
+                message: e.to_string(),
+            },
+        }
     }
 }
 
@@ -349,7 +384,7 @@ pub(crate) fn check_revision(current: Option<u64>, write: &WriteSet) -> Result<(
     if let Some(inst) = &write.instance {
         let want = write.expected_revision.map_or(1, |r| r + 1);
         if inst.revision != want || inst.id != write.id || inst.ns != write.ns {
-            return Err(CommitError::Store(StoreError(format!(
+            return Err(CommitError::Store(StoreError::new(format!(
                 "write set for `{}` carries revision {} (expected {want}) or another id",
                 write.id, inst.revision
             ))));

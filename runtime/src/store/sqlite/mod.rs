@@ -345,7 +345,7 @@ impl SqliteStore {
                 Ok::<_, StoreError>((conn, schedule))
             })
             .await
-            .map_err(|e| StoreError(format!("sqlite: open task failed: {e}")))??
+            .map_err(|e| StoreError::new(format!("sqlite: open task failed: {e}")))??
         };
         let (conn, schedule) = opened;
         let schedule = Arc::new(schedule);
@@ -359,7 +359,7 @@ impl SqliteStore {
             let thread = std::thread::Builder::new()
                 .name("turnwise-sqlite-syncer".into())
                 .spawn(move || syncer.run())
-                .map_err(|e| StoreError(format!("sqlite: start the syncer thread: {e}")))?;
+                .map_err(|e| StoreError::new(format!("sqlite: start the syncer thread: {e}")))?;
             Some((jobs, thread))
         } else {
             None
@@ -381,7 +381,7 @@ impl SqliteStore {
         let thread = std::thread::Builder::new()
             .name("turnwise-sqlite-writer".into())
             .spawn(move || writer.run())
-            .map_err(|e| StoreError(format!("sqlite: start the writer thread: {e}")))?;
+            .map_err(|e| StoreError::new(format!("sqlite: start the writer thread: {e}")))?;
         Ok(Self {
             shared: Arc::new(Shared {
                 path,
@@ -423,7 +423,7 @@ impl SqliteStore {
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || shared.with_reader(f))
             .await
-            .map_err(|e| StoreError(format!("sqlite: read task failed: {e}")))?
+            .map_err(|e| StoreError::new(format!("sqlite: read task failed: {e}")))?
     }
 
     /// Like [`SqliteStore::read`], for reads that merge rows of the tables with the dirty
@@ -453,10 +453,9 @@ impl SqliteStore {
                     return Ok(out);
                 }
             }
-            Err(StoreError(
+            Err(StoreError::new(
                 "sqlite: the journal was being written into the tables during every attempt \
-                 at a read for 5 s; try again"
-                    .into(),
+                 at a read for 5 s; try again",
             ))
         })
         .await
@@ -605,12 +604,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Map a rusqlite error to a [`StoreError`] saying what was being done.
 fn db(what: impl fmt::Display) -> impl FnOnce(rusqlite::Error) -> StoreError {
-    move |e| StoreError(format!("sqlite: {what}: {e}"))
+    move |e| StoreError::new(format!("sqlite: {what}: {e}"))
 }
 
 /// A stored integer from a `u64`; the file keeps signed 64-bit integers.
 fn int(n: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(n).map_err(|_| StoreError(format!("sqlite: {what} {n} is out of range")))
+    i64::try_from(n).map_err(|_| StoreError::new(format!("sqlite: {what} {n} is out of range")))
 }
 
 /// A read cursor as a stored integer: nothing stored is above `i64::MAX`.
@@ -624,19 +623,20 @@ fn clamp_usize(n: usize) -> i64 {
 }
 
 fn uint(n: i64, what: &str) -> Result<u64, StoreError> {
-    u64::try_from(n).map_err(|_| StoreError(format!("sqlite: stored {what} {n} is negative")))
+    u64::try_from(n).map_err(|_| StoreError::new(format!("sqlite: stored {what} {n} is negative")))
 }
 
 fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError(format!("sqlite: encode {what}: {e}")))
+    serde_json::to_string(value).map_err(|e| StoreError::new(format!("sqlite: encode {what}: {e}")))
 }
 
 fn decode_instance(body: &str) -> Result<InstanceRecord, StoreError> {
-    serde_json::from_str(body).map_err(|e| StoreError(format!("sqlite: decode an instance: {e}")))
+    super::json::decode(body)
+        .map_err(|e| StoreError::new(format!("sqlite: decode an instance: {e}")))
 }
 
 fn decode_turn(body: &str) -> Result<TurnRecord, StoreError> {
-    serde_json::from_str(body).map_err(|e| StoreError(format!("sqlite: decode a turn: {e}")))
+    super::json::decode(body).map_err(|e| StoreError::new(format!("sqlite: decode a turn: {e}")))
 }
 
 fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
@@ -661,7 +661,7 @@ fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, Stor
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
         .map_err(db(format_args!("switch {shown} to WAL mode")))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError(format!(
+        return Err(StoreError::new(format!(
             "sqlite: {shown} cannot use WAL mode (journal_mode is `{mode}`)"
         )));
     }
@@ -691,12 +691,12 @@ fn check_schema(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     let app = read("application_id")?;
     let version = read("user_version")?;
     if app != APPLICATION_ID && (app != 0 || version != 0) {
-        return Err(StoreError(format!(
+        return Err(StoreError::new(format!(
             "sqlite: {shown} is not a turnwise store (application_id {app}, user_version {version})"
         )));
     }
     if version > SCHEMA_VERSION {
-        return Err(StoreError(format!(
+        return Err(StoreError::new(format!(
             "sqlite: {shown} has schema version {version}, newer than the version {SCHEMA_VERSION} \
              this turnwise understands; open it with a newer turnwise"
         )));
@@ -776,8 +776,8 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             if revision <= entry.stored {
                 continue;
             }
-            let turns: Vec<TurnRecord> = serde_json::from_str(&turns)
-                .map_err(|e| StoreError(format!("sqlite: decode a journaled turn: {e}")))?;
+            let turns: Vec<TurnRecord> = super::json::decode(&turns)
+                .map_err(|e| StoreError::new(format!("sqlite: decode a journaled turn: {e}")))?;
             entry.turns.extend(turns.into_iter().map(|t| (t.number, t)));
             entry.instance = Some(instance);
         }
@@ -1161,7 +1161,7 @@ impl Store for SqliteStore {
                 .is_ok(),
             None => false,
         };
-        let stopped = || StoreError("sqlite: the writer thread has stopped".into());
+        let stopped = || StoreError::new("sqlite: the writer thread has stopped");
         if !sent {
             return Err(stopped().into());
         }

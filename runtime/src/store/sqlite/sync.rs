@@ -127,9 +127,9 @@ impl Unsynced {
         let state = state
             .wait_for(|s| s.synced >= number || s.failed.is_some())
             .await
-            .map_err(|_| StoreError("sqlite: the syncer thread has stopped".into()))?;
+            .map_err(|_| StoreError::new("sqlite: the syncer thread has stopped"))?;
         match &state.failed {
-            Some(why) if state.synced < number => Err(StoreError(why.to_string())),
+            Some(why) if state.synced < number => Err(StoreError::new(why.to_string())),
             _ => Ok(()),
         }
     }
@@ -204,7 +204,7 @@ impl Syncer {
                 for reply in job.answers {
                     let answer = match &synced {
                         Ok(()) => Ok(()),
-                        Err(why) => Err(CommitError::Store(StoreError(why.to_string()))),
+                        Err(why) => Err(CommitError::Store(StoreError::new(why.to_string()))),
                     };
                     // The caller may have given up waiting; that is fine.
                     let _ = reply.send(answer);
@@ -310,7 +310,7 @@ mod tests {
         unsynced.begin([("ns", "b")].into_iter());
         unsynced.failed(Arc::from("the disk is gone"));
         let err = unsynced.settle_instance("ns", "b").await.unwrap_err();
-        assert_eq!(err.0, "the disk is gone");
+        assert_eq!(err.to_string(), "the disk is gone");
         // What was synced before stays readable.
         assert_eq!(unsynced.settle_instance("ns", "a").await, Ok(()));
     }
@@ -441,8 +441,8 @@ mod tests {
         let Err(CommitError::Store(e)) = answer.await.unwrap() else {
             panic!("a sync of a missing log succeeded");
         };
-        assert!(e.0.contains("store.db-wal"), "{e}");
-        assert!(e.0.contains("open the file again"), "{e}");
+        assert!(e.to_string().contains("store.db-wal"), "{e}");
+        assert!(e.to_string().contains("open the file again"), "{e}");
         assert!(unsynced.settle_all().await.is_err());
 
         // The log appears; the syncer still refuses, since what failed earlier is not durable.

@@ -501,7 +501,7 @@ impl Writer {
                 let stopped = "sqlite: the syncer thread has stopped; close the store and open                                the file again";
                 self.unsynced.failed(Arc::from(stopped));
                 for reply in job.answers {
-                    let _ = reply.send(Err(CommitError::Store(StoreError(stopped.into()))));
+                    let _ = reply.send(Err(CommitError::Store(StoreError::new(stopped))));
                 }
             }
         }
@@ -573,8 +573,8 @@ impl Writer {
         });
         let result = result.and_then(|applied| {
             // Guarded application always answers every write set.
-            let (outcomes, materialized) = applied
-                .ok_or_else(|| StoreError("sqlite: a batch was left half-applied".into()))?;
+            let (outcomes, materialized) =
+                applied.ok_or_else(|| StoreError::new("sqlite: a batch was left half-applied"))?;
             if flush || materialized {
                 // Readers that merge the tables with dirty entries must not mix the two
                 // sides of this commit.
@@ -623,9 +623,7 @@ impl Writer {
                             .map(|pruned| (pruned, Applied::Journaled))
                             .map_err(CommitError::Store);
                         if outcome.is_err() && conn.is_autocommit() {
-                            return Err(StoreError(
-                                "sqlite: the transaction was rolled back".into(),
-                            ));
+                            return Err(StoreError::new("sqlite: the transaction was rolled back"));
                         }
                         if outcome.is_ok() {
                             touched.insert(at, Touch::Journaled(i));
@@ -674,7 +672,7 @@ impl Writer {
                     return Err(match refusal.error {
                         CommitError::Store(e) => e,
                         CommitError::Conflict | CommitError::MessageIdTaken { .. } => {
-                            StoreError("sqlite: the transaction was rolled back".into())
+                            StoreError::new("sqlite: the transaction was rolled back")
                         }
                     });
                 }
@@ -698,7 +696,7 @@ impl Writer {
 /// Append a running turn's write set to the journal; answer its pruning mark (unchanged).
 fn journal(conn: &Connection, write: &WriteSet, bodies: &Bodies) -> Result<u64, StoreError> {
     let (Some(instance), Some(body)) = (&write.instance, &bodies.instance) else {
-        return Err(StoreError("sqlite: a delete cannot be journaled".into()));
+        return Err(StoreError::new("sqlite: a delete cannot be journaled"));
     };
     let mut turns =
         String::with_capacity(2 + bodies.turns.iter().map(|b| b.len() + 1).sum::<usize>());
@@ -802,7 +800,7 @@ pub(super) fn put_rows<'a>(
     turns: impl Iterator<Item = TurnRow<'a>>,
 ) -> Result<(), StoreError> {
     let out_of_step = || {
-        StoreError(format!(
+        StoreError::new(format!(
             "sqlite: the journal of `{id}` is out of step with its rows"
         ))
     };
@@ -926,7 +924,7 @@ fn write_instance(
     let (ns, id) = (write.ns.as_str(), write.id.as_str());
     let want = write.expected_revision.map_or(1, |r| r + 1);
     if instance.revision != want || instance.id != write.id || instance.ns != write.ns {
-        return Err(StoreError(format!(
+        return Err(StoreError::new(format!(
             "write set for `{id}` carries revision {} (expected {want}) or another id",
             instance.revision
         ))
@@ -1205,10 +1203,10 @@ fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result
     )?;
     match old {
         Some(old) if old.message_id != t.message_id => {
-            Err(StoreError(format!("turn {} changed its message id", t.number)).into())
+            Err(StoreError::new(format!("turn {} changed its message id", t.number)).into())
         }
         Some(old) if old == *t => Ok(()),
-        _ => Err(StoreError(format!(
+        _ => Err(StoreError::new(format!(
             "turn {} of `{id}` is in history and cannot be rewritten",
             t.number
         ))

@@ -1,0 +1,98 @@
+//! Decoding stored records so that a user value the engine accepted can always be read back.
+//!
+//! Records wrap user values (a turn holds its steps, a step its output, …), so a stored record
+//! nests a few levels deeper than the deepest value in it. The engine refuses user values that
+//! nest more than [`MAX_DEPTH`](crate::validate::MAX_DEPTH) levels, which keeps new records far
+//! inside serde_json's default recursion limit of 128; but records written before that limit
+//! existed, by a Rust caller of the embedded engine or by an older server, may nest deeper. So
+//! records are decoded without serde_json's limit, after an iterative scan has measured how
+//! deeply the text nests: a record up to [`MAX_RECORD_DEPTH`] levels decodes (the recursion
+//! this costs is bounded by that depth), a deeper one is refused as unreadable without
+//! recursing into it.
+
+use serde::de::DeserializeOwned;
+
+/// The deepest stored record that is decoded: far above what the engine writes today (a user
+/// value of at most 64 levels in a record of at most 8 more), and above what older versions
+/// could write over HTTP (a request body of at most 128 levels). The recursion of decoding a
+/// record this deep stays within a few hundred KiB of stack in a debug build.
+pub(crate) const MAX_RECORD_DEPTH: usize = 256;
+
+/// How deeply arrays and objects nest in the JSON `text`, counted without recursion. Brackets
+/// inside strings do not count. `text` need not be valid JSON: the scan only counts.
+pub(crate) fn text_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Decode one stored record: without serde_json's recursion limit when the text nests at most
+/// [`MAX_RECORD_DEPTH`] levels, refused (with the reason) when it nests deeper.
+pub(crate) fn decode<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    let depth = text_depth(text);
+    if depth > MAX_RECORD_DEPTH {
+        return Err(format!(
+            "it nests {depth} levels deep, more than the {MAX_RECORD_DEPTH} a stored record may"
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = T::deserialize(&mut de).map_err(|e| e.to_string())?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn nested_text(levels: usize) -> String {
+        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn depth_ignores_brackets_in_strings() {
+        assert_eq!(text_depth("1"), 0);
+        assert_eq!(text_depth(r#"{"a":[1,{"b":"[[[{{"}]}"#), 3);
+        assert_eq!(text_depth(r#"["\"[[", "\\", []]"#), 2);
+        assert_eq!(text_depth(&nested_text(300)), 300);
+    }
+
+    #[test]
+    fn records_past_serde_jsons_default_limit_decode() {
+        // 200 levels: serde_json's default decoder refuses this, the record decoder does not.
+        let text = nested_text(200);
+        assert!(serde_json::from_str::<Value>(&text).is_err());
+        let v: Value = decode(&text).unwrap();
+        assert_eq!(serde_json::to_string(&v).unwrap(), text);
+    }
+
+    #[test]
+    fn records_past_the_record_limit_are_refused_without_recursing() {
+        let e = decode::<Value>(&nested_text(1_000_000)).unwrap_err();
+        assert!(e.contains("1000000 levels") && e.contains("256"), "{e}");
+        assert!(decode::<Value>("{").is_err());
+        assert!(decode::<Value>("[1] 2").is_err());
+    }
+}
