@@ -3,7 +3,8 @@
 //!
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
-//! [`control`], [`limits`], [`retention`], [`idempotence`], [`reads`], [`validation`]). A case
+//! [`control`], [`limits`], [`nesting`], [`retention`], [`idempotence`], [`reads`],
+//! [`validation`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
 //! After every refusal it re-reads the instance to prove nothing was written.
@@ -34,6 +35,7 @@ pub mod failures;
 pub mod idempotence;
 pub mod leases;
 pub mod limits;
+pub mod nesting;
 pub mod reads;
 pub mod retention;
 pub mod signals;
@@ -155,6 +157,9 @@ macro_rules! conformance_tests {
                 signal_size,
                 progress_sizes,
                 origin_size,
+            }
+            nesting {
+                nesting_limit_on_every_route,
             }
             retention {
                 prunes_old_turns = $crate::retention::config(2, ::std::time::Duration::from_secs(1)),

@@ -51,8 +51,13 @@ impl Engine {
             let mut wake = self.inner.wake.subscribe();
             let now = self.now();
             for id in store.due(&self.ns, &req.workflows, now, SCAN).await? {
-                if let Some(task) = self.try_claim(&id, &req).await? {
-                    return Ok(ClaimResponse { task: Some(task) });
+                match self.try_claim(&id, &req).await {
+                    Ok(Some(task)) => return Ok(ClaimResponse { task: Some(task) }),
+                    Ok(None) => {}
+                    // A quarantined instance: the store logged it and took it off the
+                    // schedule; the claim goes on with the others.
+                    Err(Error::Unreadable { .. }) => {}
+                    Err(e) => return Err(e),
                 }
             }
             if tokio::time::Instant::now() >= give_up {

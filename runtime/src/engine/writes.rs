@@ -436,12 +436,25 @@ impl Engine {
         let mut tries = Tries::new();
         loop {
             tries.next(&req.workflow_id)?;
-            let Some(inst) = self
+            let loaded = match self
                 .inner
                 .store
                 .load_instance(&self.ns, &req.workflow_id)
-                .await?
-            else {
+                .await
+            {
+                Err(crate::store::StoreError::Unreadable { .. }) => {
+                    // Quarantined: deleting it is how an operator clears it.
+                    let deleted = self
+                        .inner
+                        .store
+                        .delete_unreadable(&self.ns, &req.workflow_id)
+                        .await?;
+                    self.notify();
+                    return Ok(DeleteResponse { deleted });
+                }
+                loaded => loaded?,
+            };
+            let Some(inst) = loaded else {
                 return Ok(DeleteResponse { deleted: false });
             };
             let write = WriteSet {

@@ -374,6 +374,17 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Option<Millis>, StoreError>;
     /// Apply a write set atomically if the instance's revision is the expected one.
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError>;
+
+    /// Delete a quarantined instance, one whose reads answer [`StoreError::Unreadable`], with
+    /// every row the store keeps of it, and lift its quarantine. The engine cannot read such an
+    /// instance to delete it the usual way. Answers whether there was one to delete.
+    ///
+    /// Stores that never quarantine (their records cannot be unreadable) keep the default,
+    /// which deletes nothing.
+    async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {
+        let _ = (ns, id);
+        Ok(false)
+    }
 }
 
 /// The contract checks every store makes the same way before writing.

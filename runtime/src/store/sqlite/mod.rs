@@ -16,11 +16,13 @@ use tokio::sync::{oneshot, watch};
 use super::*;
 
 mod cache;
+mod quarantine;
 mod schedule;
 mod sync;
 mod writer;
 
 use cache::{Cache, Change, Verdict};
+use quarantine::Quarantine;
 use schedule::Schedule;
 use sync::{SyncJob, Syncer, Unsynced};
 use writer::{Bodies, Request, Writer, WriterConfig};
@@ -29,7 +31,7 @@ use writer::{Bodies, Request, Writer, WriterConfig};
 type Key = (String, String);
 
 /// The schema version this code writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 /// `PRAGMA application_id` of a turnwise store: `"turn"` in ASCII.
 const APPLICATION_ID: i64 = 0x7475_726e;
 /// How long a connection waits for a lock held by another connection.
@@ -83,6 +85,15 @@ CREATE TABLE IF NOT EXISTS journal (
     revision INTEGER NOT NULL,
     instance TEXT NOT NULL,
     turns TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS quarantine (
+    seq INTEGER PRIMARY KEY,
+    ns TEXT NOT NULL,
+    id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    instance TEXT NOT NULL,
+    turns TEXT NOT NULL,
+    reason TEXT NOT NULL
 );
 ";
 
@@ -342,12 +353,14 @@ impl SqliteStore {
                 let conn = open_writer(&path, synchronous)?;
                 replay_journal(&conn, &path)?;
                 let schedule = Schedule::load(&conn)?;
-                Ok::<_, StoreError>((conn, schedule))
+                let quarantine = Quarantine::load(&conn)?;
+                quarantine.unschedule(&schedule);
+                Ok::<_, StoreError>((conn, schedule, quarantine))
             })
             .await
             .map_err(|e| StoreError::new(format!("sqlite: open task failed: {e}")))??
         };
-        let (conn, schedule) = opened;
+        let (conn, schedule, quarantine) = opened;
         let schedule = Arc::new(schedule);
         let cache = Arc::new(Cache::new(options.cache_instances));
         let (tx, rx) = mpsc::channel();
@@ -393,6 +406,7 @@ impl SqliteStore {
                 stats,
                 unsynced,
                 in_flight: AtomicUsize::new(0),
+                quarantine,
             }),
         })
     }
@@ -478,6 +492,8 @@ struct Shared {
     unsynced: Arc<Unsynced>,
     /// Commits sent to the writer and not yet answered.
     in_flight: AtomicUsize,
+    /// Instances with a record that cannot be decoded.
+    quarantine: Quarantine,
 }
 
 /// How long a commit that is the only one in flight polls for its answer before it lets its
@@ -630,13 +646,22 @@ fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::new(format!("sqlite: encode {what}: {e}")))
 }
 
-fn decode_instance(body: &str) -> Result<InstanceRecord, StoreError> {
-    super::json::decode(body)
-        .map_err(|e| StoreError::new(format!("sqlite: decode an instance: {e}")))
-}
+impl Shared {
+    /// Decode the stored record of instance `key`, quarantining the instance if it cannot be.
+    fn decode_instance(&self, key: &Key, body: &str) -> Result<InstanceRecord, StoreError> {
+        super::json::decode(body).map_err(|e| {
+            self.quarantine
+                .hold(key, format!("its instance record: {e}"), &self.schedule)
+        })
+    }
 
-fn decode_turn(body: &str) -> Result<TurnRecord, StoreError> {
-    super::json::decode(body).map_err(|e| StoreError::new(format!("sqlite: decode a turn: {e}")))
+    /// Decode a stored turn of instance `key`, quarantining the instance if it cannot be.
+    fn decode_turn(&self, key: &Key, body: &str) -> Result<TurnRecord, StoreError> {
+        super::json::decode(body).map_err(|e| {
+            self.quarantine
+                .hold(key, format!("a turn record: {e}"), &self.schedule)
+        })
+    }
 }
 
 fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
@@ -751,9 +776,14 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             turns: HashMap<u64, TurnRecord>,
         }
         let mut newest: HashMap<Key, Option<Newest>> = HashMap::new();
+        // Instances with a journaled write that cannot be decoded, and why.
+        let mut bad: HashMap<Key, String> = HashMap::new();
         for (ns, id, revision, instance, turns) in rows {
             let revision = uint(revision, "journal revision")?;
             let key = (ns, id);
+            if bad.contains_key(&key) {
+                continue;
+            }
             if !newest.contains_key(&key) {
                 let stored: Option<i64> = conn
                     .prepare_cached("SELECT revision FROM instances WHERE ns = ?1 AND id = ?2")
@@ -776,8 +806,14 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             if revision <= entry.stored {
                 continue;
             }
-            let turns: Vec<TurnRecord> = super::json::decode(&turns)
-                .map_err(|e| StoreError::new(format!("sqlite: decode a journaled turn: {e}")))?;
+            let turns: Vec<TurnRecord> = match super::json::decode(&turns) {
+                Ok(turns) => turns,
+                Err(e) => {
+                    bad.insert(key.clone(), format!("a journaled write of its turns: {e}"));
+                    newest.insert(key, None);
+                    continue;
+                }
+            };
             entry.turns.extend(turns.into_iter().map(|t| (t.number, t)));
             entry.instance = Some(instance);
         }
@@ -790,7 +826,13 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             else {
                 continue;
             };
-            let record = decode_instance(&body)?;
+            let record: InstanceRecord = match super::json::decode(&body) {
+                Ok(record) => record,
+                Err(e) => {
+                    bad.insert((ns, id), format!("a journaled write of its record: {e}"));
+                    continue;
+                }
+            };
             let bodies = turns
                 .values()
                 .map(|t| Ok((t, encode(t, "a turn")?)))
@@ -807,6 +849,18 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
                 ),
                 bodies.iter().map(|(t, b)| writer::TurnRow::of(t, b)),
             )?;
+        }
+        // What cannot be decoded is kept, as it was, in the quarantine table, never dropped.
+        for ((ns, id), reason) in &bad {
+            conn.execute(
+                "INSERT INTO quarantine (ns, id, revision, instance, turns, reason) \
+                 SELECT ns, id, revision, instance, turns, ?3 FROM journal \
+                 WHERE ns = ?1 AND id = ?2 ORDER BY seq",
+                params![ns, id, reason],
+            )
+            .map_err(db(format_args!(
+                "quarantine the journal rows of `{id}` in {shown}"
+            )))?;
         }
         writer::exec(conn, "DELETE FROM journal")
             .map_err(db(format_args!("empty the journal of {shown}")))?;
@@ -835,6 +889,8 @@ fn open_reader(path: &Path) -> Result<Connection, StoreError> {
 // Reads
 
 fn load_turn_row(
+    shared: &Shared,
+    key: &Key,
     conn: &Connection,
     sql: &str,
     params: impl rusqlite::Params,
@@ -843,7 +899,7 @@ fn load_turn_row(
         .prepare_cached(sql)
         .and_then(|mut s| s.query_row(params, |r| r.get(0)).optional())
         .map_err(db("read a turn"))?;
-    body.as_deref().map(decode_turn).transpose()
+    body.map(|b| shared.decode_turn(key, &b)).transpose()
 }
 
 /// Deduplicated `(type, version)` pairs, so an instance is listed once.
@@ -864,6 +920,7 @@ impl Store for SqliteStore {
         ns: &str,
         id: &str,
     ) -> Result<Option<InstanceRecord>, StoreError> {
+        self.shared.quarantine.check(ns, id)?;
         let key = (ns.to_owned(), id.to_owned());
         let gen = match self.shared.cache.get(&key) {
             Ok(record) => {
@@ -882,7 +939,7 @@ impl Store for SqliteStore {
                 let Some(body) = body else {
                     return Ok(None);
                 };
-                let record = decode_instance(&body)?;
+                let record = shared.decode_instance(&key, &body)?;
                 shared.cache.fill(key, record.clone(), gen);
                 Ok(Some(record))
             })
@@ -897,6 +954,7 @@ impl Store for SqliteStore {
         id: &str,
         number: u64,
     ) -> Result<Option<TurnRecord>, StoreError> {
+        self.shared.quarantine.check(ns, id)?;
         // One owned key serves the cache lookup and, on a miss, moves into the read.
         let key = (ns.to_owned(), id.to_owned());
         let read = match self.shared.cache.turn(&key, number) {
@@ -905,12 +963,14 @@ impl Store for SqliteStore {
                 let Ok(number) = i64::try_from(number) else {
                     return Ok(None); // never stored
                 };
-                let (ns, id) = key;
+                let shared = self.shared.clone();
                 self.read(move |conn| {
                     load_turn_row(
+                        &shared,
+                        &key,
                         conn,
                         "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
-                        params![ns, id, number],
+                        params![key.0, key.1, number],
                     )
                 })
                 .await?
@@ -926,9 +986,11 @@ impl Store for SqliteStore {
         id: &str,
         message_id: &str,
     ) -> Result<Option<TurnRecord>, StoreError> {
+        self.shared.quarantine.check(ns, id)?;
         let key = (ns.to_owned(), id.to_owned());
         let message_id = message_id.to_owned();
         let at = message_id.clone();
+        let shared = self.shared.clone();
         // A journaled turn is found in the cache; any other is in the tables, whose row for it
         // no flush changes (message ids never change, and the journal takes no deletes).
         let found = self
@@ -936,10 +998,12 @@ impl Store for SqliteStore {
                 move |dirty| dirty.turn_by_message(&key, &at).cloned().ok_or(key.clone()),
                 move |conn, taken| match taken {
                     Ok(journaled) => Ok(Some(journaled)),
-                    Err((ns, id)) => load_turn_row(
+                    Err(key) => load_turn_row(
+                        &shared,
+                        &key,
                         conn,
                         "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND message_id = ?3",
-                        params![ns, id, message_id],
+                        params![key.0, key.1, message_id],
                     ),
                 },
                 |_, _| {},
@@ -958,8 +1022,11 @@ impl Store for SqliteStore {
         if range.limit == 0 {
             return Ok(Vec::new());
         }
+        self.shared.quarantine.check(ns, id)?;
         let key = (ns.to_owned(), id.to_owned());
         let (at_ns, at_id) = key.clone();
+        let shared = self.shared.clone();
+        let at_key = key.clone();
         // Turn numbers are never negative, so -1 means "from the start".
         let after = range.after.map_or(-1, clamp_u64);
         let listed = self
@@ -994,7 +1061,7 @@ impl Store for SqliteStore {
                         .map_err(db(format_args!("list the turns of `{at_id}`")))?;
                     let mut listed = bodies
                         .iter()
-                        .map(|b| decode_turn(b))
+                        .map(|b| shared.decode_turn(&at_key, b))
                         .collect::<Result<Vec<_>, _>>()?;
                     listed.extend(journaled.into_iter().filter(|t| {
                         t.is_finished() == range.finished && clamp_u64(t.number) > after
@@ -1019,7 +1086,7 @@ impl Store for SqliteStore {
             return Ok(Vec::new());
         }
         // Only the conditions in use, so the planner can seek on the cursor.
-        let mut sql = String::from("SELECT body FROM instances WHERE ns = ?1");
+        let mut sql = String::from("SELECT id, body FROM instances WHERE ns = ?1");
         if filter.workflow_type.is_some() {
             sql.push_str(" AND workflow_type = ?2");
         }
@@ -1032,11 +1099,12 @@ impl Store for SqliteStore {
         sql.push_str(" ORDER BY id LIMIT ?5");
         let ns = ns.to_owned();
         let at = ns.clone();
+        let shared = self.shared.clone();
         let listed = self
             .read_merged(
                 |_| (),
                 move |conn, ()| {
-                    let bodies: Vec<String> = conn
+                    let rows: Vec<(String, String)> = conn
                         .prepare_cached(&sql)
                         .and_then(|mut s| {
                             s.query_map(
@@ -1047,12 +1115,23 @@ impl Store for SqliteStore {
                                     filter.after,
                                     clamp_usize(filter.limit)
                                 ],
-                                |r| r.get(0),
+                                |r| Ok((r.get(0)?, r.get(1)?)),
                             )?
                             .collect()
                         })
                         .map_err(db("list instances"))?;
-                    bodies.iter().map(|b| decode_instance(b)).collect()
+                    // A quarantined instance is left out (and logged once when it is found),
+                    // so one unreadable record does not hide the rest of the namespace.
+                    Ok(rows
+                        .into_iter()
+                        .filter_map(|(id, body)| {
+                            let key = (at.clone(), id);
+                            if shared.quarantine.contains(&key) {
+                                return None;
+                            }
+                            shared.decode_instance(&key, &body).ok()
+                        })
+                        .collect())
                 },
                 move |dirty, listed: &mut Vec<InstanceRecord>| {
                     if dirty.is_empty() {
@@ -1138,6 +1217,51 @@ impl Store for SqliteStore {
     ) -> Result<Option<Millis>, StoreError> {
         let workflows = distinct(workflows);
         Ok(self.shared.schedule.next_due(ns, &workflows))
+    }
+
+    async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {
+        let key = (ns.to_owned(), id.to_owned());
+        if !self.shared.quarantine.contains(&key) {
+            return Ok(false);
+        }
+        let at = key.clone();
+        // The revision column, not the record: the record is what cannot be read.
+        let revision: Option<i64> = self
+            .read(move |conn| {
+                conn.prepare_cached("SELECT revision FROM instances WHERE ns = ?1 AND id = ?2")
+                    .and_then(|mut s| s.query_row(params![at.0, at.1], |r| r.get(0)).optional())
+                    .map_err(db(format_args!("read the revision of `{}`", at.1)))
+            })
+            .await?;
+        let Some(revision) = revision else {
+            self.shared.quarantine.release(&key);
+            return Ok(false);
+        };
+        let write = WriteSet {
+            ns: key.0.clone(),
+            id: key.1.clone(),
+            expected_revision: Some(uint(revision, "revision")?),
+            instance: None,
+            turns: Vec::new(),
+            retention: None,
+            durability: Durability::Durable,
+        };
+        match self.commit(write).await {
+            Ok(()) => {}
+            Err(CommitError::Store(e)) => return Err(e),
+            Err(e) => {
+                return Err(StoreError::new(format!(
+                    "sqlite: delete the quarantined instance `{id}`: {e}; try again"
+                )))
+            }
+        }
+        self.shared.quarantine.release(&key);
+        tracing::warn!(
+            target: "turnwise::store",
+            namespace = %ns, instance = %id,
+            "a quarantined instance was deleted with all its rows"
+        );
+        Ok(true)
     }
 
     /// Hands the write set to the writer thread and waits for its answer.

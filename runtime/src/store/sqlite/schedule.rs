@@ -66,6 +66,11 @@ impl Schedule {
         }
     }
 
+    /// Take an instance off the schedule until its next commit (a quarantined one).
+    pub(super) fn remove(&self, key: &Key) {
+        lock(&self.inner).unfile(key);
+    }
+
     /// Ids of the listed workflows' instances due at `now`, earliest first, at most `limit`.
     pub(super) fn due(
         &self,

@@ -1182,6 +1182,11 @@ fn delete(conn: &Connection, write: &WriteSet) -> Result<(), Refusal> {
         .and_then(|mut s| s.execute(params![ns, id]))
         .map_err(db(format_args!("delete `{id}`")))
         .map_err(Refusal::after_writing)?;
+    // The journaled writes of a quarantined instance, kept when they could not be decoded.
+    conn.prepare_cached("DELETE FROM quarantine WHERE ns = ?1 AND id = ?2")
+        .and_then(|mut s| s.execute(params![ns, id]))
+        .map_err(db(format_args!("delete the quarantined rows of `{id}`")))
+        .map_err(Refusal::after_writing)?;
     Ok(())
 }
 
@@ -1196,11 +1201,17 @@ fn turn_exists(conn: &Connection, ns: &str, id: &str, number: i64) -> Result<boo
 /// An identical finished turn is fine (nothing to write); anything else is refused by name.
 fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result<(), CommitError> {
     let number = int(t.number, "turn number")?;
-    let old = load_turn_row(
-        conn,
-        "SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3",
-        params![ns, id, number],
-    )?;
+    let body: Option<String> = conn
+        .prepare_cached("SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
+        .and_then(|mut s| {
+            s.query_row(params![ns, id, number], |r| r.get(0))
+                .optional()
+        })
+        .map_err(db(format_args!("read turn {number} of `{id}`")))?;
+    let old: Option<TurnRecord> = body
+        .map(|b| crate::store::json::decode(&b))
+        .transpose()
+        .map_err(|e| StoreError::new(format!("sqlite: decode turn {number} of `{id}`: {e}")))?;
     match old {
         Some(old) if old.message_id != t.message_id => {
             Err(StoreError::new(format!("turn {} changed its message id", t.number)).into())
