@@ -27,6 +27,7 @@
 
 pub mod embedded;
 pub mod support;
+pub mod values;
 
 pub mod admission;
 pub mod claims;
