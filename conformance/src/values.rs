@@ -9,9 +9,9 @@
 //! SIGKILL, [`check`] reads the instance back through every read and asserts that each
 //! acknowledged value is there, unchanged.
 //!
-//! A refusal (4xx) ends a value's climb: the property is about what was acknowledged. A value
-//! the generator makes is expected to be accepted, so [`climb`] answers how far it got and the
-//! tests assert that most values get to the top.
+//! Any error ends a value's climb: the property is about what was acknowledged. A value the
+//! generator makes is within every limit, so the tests that do not kill anything assert that
+//! every value gets to the top.
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -193,14 +193,14 @@ fn details(v: &Value) -> Value {
 pub struct Climbed {
     /// The last stage acknowledged.
     pub reached: Option<Stage>,
-    /// The refusal (a 4xx) that stopped the climb before the top, if one did.
-    pub refused: Option<Error>,
+    /// The error that stopped the climb before the top, if one did: a refusal of the value,
+    /// or a failure of the backend (a test that kills the server expects those).
+    pub error: Option<Error>,
 }
 
 /// Put `v` through every value-carrying call on instance `id` (whose turns no other worker
 /// claims: the claim lists a workflow type of its own), calling `ack` after each acknowledged
-/// stage. A refusal (4xx) stops the climb; any other error (a store or transport failure)
-/// panics, since it is not a property of the value.
+/// stage. The first error stops the climb.
 pub async fn climb<B: Backend + ?Sized>(
     b: &B,
     id: &str,
@@ -213,16 +213,9 @@ pub async fn climb<B: Backend + ?Sized>(
         ack(s)
     })
     .await;
-    match result {
-        Ok(()) => Climbed {
-            reached,
-            refused: None,
-        },
-        Err(e) if (400..500).contains(&e.status()) => Climbed {
-            reached,
-            refused: Some(e),
-        },
-        Err(e) => panic!("`{id}`: the backend failed (not a refusal) after {reached:?}: {e}"),
+    Climbed {
+        reached,
+        error: result.err(),
     }
 }
 

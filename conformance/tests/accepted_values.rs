@@ -51,9 +51,9 @@ async fn generated_values_survive_a_graceful_restart() {
         for (i, v) in values.iter().enumerate() {
             let climbed = values::climb(&engine, &instance_id(i), v, |_| {}).await;
             assert!(
-                climbed.refused.is_none(),
+                climbed.error.is_none(),
                 "value {i} (seed {seed}) was refused: {:?}\nthe value: {v}",
-                climbed.refused
+                climbed.error
             );
             reached.push(climbed.reached);
         }
@@ -79,12 +79,15 @@ fn values_child() {
             .expect("open the store");
         let work = async {
             for (i, v) in values::values(seed, VALUES).iter().enumerate() {
-                values::climb(&engine, &instance_id(i), v, |stage| {
+                let climbed = values::climb(&engine, &instance_id(i), v, |stage| {
                     let mut out = std::io::stdout().lock();
                     writeln!(out, "ack {i} {}", stage.name()).expect("stdout");
                     out.flush().expect("stdout");
                 })
                 .await;
+                if let Some(e) = climbed.error {
+                    panic!("value {i} (seed {seed}) was refused: {e}\nthe value: {v}");
+                }
             }
             println!("done");
             // Wait to be killed: a child that wrote nothing after its last acknowledgement.
