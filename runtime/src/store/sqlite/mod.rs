@@ -212,13 +212,25 @@ impl SqliteOptions {
 ///   each of them once, so the writes of a running turn touch no index at all.
 /// - `journal(seq, ns, id, revision, instance, turns)`: write sets not yet written into the
 ///   two tables above (see *The journal* below); empty whenever the store is closed cleanly.
+/// - `quarantine(seq, ns, id, revision, instance, turns, reason)`: journaled write sets that
+///   could not be decoded when the store opened, kept as they were; their instances are
+///   quarantined (see *Records that cannot be read* below).
 ///
-/// The schema version is kept in `PRAGMA user_version` (now 3); files of versions 1 and 2 are
+/// The schema version is kept in `PRAGMA user_version` (now 4); files of versions 1 to 3 are
 /// migrated when opened (version 1's two full `finished` indexes are replaced by the partial
-/// ones; the journal table is added).
+/// ones; the journal and quarantine tables are added).
 ///
 /// Records are stored as `serde_json` text; with the `arbitrary_precision` feature numbers
 /// round-trip exactly as written (`1.10` stays `1.10`).
+///
+/// # Records that cannot be read
+///
+/// Records are decoded without serde_json's recursion limit, after a scan of how deeply they
+/// nest (at most 256 levels are decoded; the engine writes at most about 72). An instance with
+/// a record that still cannot be decoded is *quarantined*: its reads answer
+/// [`StoreError::Unreadable`], it leaves the schedule and listings, the problem is logged once,
+/// and every other instance is served. [`Store::delete_unreadable`] deletes it with all its
+/// rows. `docs/architecture.md` §7 has the whole story.
 ///
 /// # Writes
 ///
