@@ -3,7 +3,7 @@
 //!
 //! [`values`] generates JSON values from a seed (deep up to the nesting limit, wide, long
 //! strings, unicode, big and exotic numbers). [`climb`] puts one value through every call that
-//! stores a user value — as an instance's state, a message, progress details and cursor, a
+//! stores a user value — as an instance's state, a message and its origin, progress details and cursor, a
 //! step output, a signal value, a consumed signal, a completion's state and reply and a
 //! continuation message — and reports each acknowledged [`Stage`]. After a restart or a
 //! SIGKILL, [`check`] reads the instance back through every read and asserts that each
@@ -198,6 +198,21 @@ pub struct Climbed {
     pub error: Option<Error>,
 }
 
+/// The origin a message of `v` is sent with: a note holding the start of `v`'s JSON text (an
+/// origin is at most 1 KiB).
+fn origin(v: &Value) -> MessageOrigin {
+    let text = v.to_string();
+    let mut end = text.len().min(400);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut origin = MessageOrigin::new("app");
+    origin
+        .fields
+        .insert("note".into(), Value::String(text[..end].to_owned()));
+    origin
+}
+
 /// Put `v` through every value-carrying call on instance `id` (whose turns no other worker
 /// claims: the claim lists a workflow type of its own), calling `ack` after each acknowledged
 /// stage. The first error stops the climb.
@@ -236,7 +251,11 @@ async fn climb_inner<B: Backend + ?Sized>(
     })
     .await?;
     ack(Stage::Created);
-    b.send_message(message_request(id, "m1", v.clone())).await?;
+    b.send_message(MessageRequest {
+        origin: Some(origin(v)),
+        ..message_request(id, "m1", v.clone())
+    })
+    .await?;
     ack(Stage::Sent);
     b.signal(signal_request(id, 1, "sig-1", "value", v.clone()))
         .await?;
@@ -317,6 +336,7 @@ pub async fn check<B: Backend + ?Sized>(b: &B, id: &str, v: &Value, reached: Opt
         &at("read turn 1"),
     );
     assert_eq!(t1.message, *v, "{}", at("turn 1's message"));
+    assert_eq!(t1.origin, Some(origin(v)), "{}", at("turn 1's origin"));
     // Turn 1, or once it completed its continuation: both carry `v`.
     let head = inbox.messages.first().expect("a turn in the inbox");
     assert_eq!(
