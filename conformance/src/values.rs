@@ -3,9 +3,9 @@
 //!
 //! [`values`] generates JSON values from a seed (deep up to the nesting limit, wide, long
 //! strings, unicode, big and exotic numbers). [`climb`] puts one value through every call that
-//! stores a user value — as an instance's state, a message and its origin, progress details and cursor, a
-//! step output, a signal value, a consumed signal, a completion's state and reply and a
-//! continuation message — and reports each acknowledged [`Stage`]. After a restart or a
+//! stores a user value — as an instance's state, a message and its origin, progress details
+//! and cursor, a step output, a signal value, a consumed signal, a completion's state and reply
+//! and a continuation message — and reports each acknowledged [`Stage`]. After a restart or a
 //! SIGKILL, [`check`] reads the instance back through every read and asserts that each
 //! acknowledged value is there, unchanged.
 //!
