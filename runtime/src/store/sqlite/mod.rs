@@ -16,11 +16,13 @@ use tokio::sync::{oneshot, watch};
 use super::*;
 
 mod cache;
+mod files;
 mod schedule;
 mod sync;
 mod writer;
 
 use cache::{Cache, Change, Verdict};
+use files::Health;
 use schedule::Schedule;
 use sync::{SyncJob, Syncer, Unsynced};
 use writer::{Bodies, Request, Writer, WriterConfig};
@@ -339,15 +341,20 @@ impl SqliteStore {
             let path = path.clone();
             let synchronous = level;
             tokio::task::spawn_blocking(move || {
+                // First the lock, so that nothing of the file is touched while another store
+                // has it; released when `locked` is dropped, here on failure.
+                let (locked, lock_path) = files::take_lock(&path)?;
                 let conn = open_writer(&path, synchronous)?;
                 replay_journal(&conn, &path)?;
                 let schedule = Schedule::load(&conn)?;
-                Ok::<_, StoreError>((conn, schedule))
+                let health = Health::new(&path, &lock_path)?;
+                Ok::<_, StoreError>((locked, conn, schedule, health))
             })
             .await
             .map_err(|e| StoreError::new(format!("sqlite: open task failed: {e}")))??
         };
-        let (conn, schedule) = opened;
+        let (locked, conn, schedule, health) = opened;
+        let health = Arc::new(health);
         let schedule = Arc::new(schedule);
         let cache = Arc::new(Cache::new(options.cache_instances));
         let (tx, rx) = mpsc::channel();
@@ -355,7 +362,9 @@ impl SqliteStore {
         let unsynced = Arc::new(Unsynced::new());
         let syncer = if threaded {
             let (jobs, rx) = mpsc::channel();
-            let syncer = Syncer::new(rx, &path, unsynced.clone(), stats.clone()).gated(gate);
+            let syncer = Syncer::new(rx, &path, unsynced.clone(), stats.clone())
+                .gated(gate)
+                .watching(health.clone());
             let thread = std::thread::Builder::new()
                 .name("turnwise-sqlite-syncer".into())
                 .spawn(move || syncer.run())
@@ -376,6 +385,7 @@ impl SqliteStore {
                 journal_rows: options.journal_rows,
                 syncer,
                 unsynced: unsynced.clone(),
+                health: health.clone(),
             },
         );
         let thread = std::thread::Builder::new()
@@ -392,7 +402,9 @@ impl SqliteStore {
                 schedule,
                 stats,
                 unsynced,
+                health,
                 in_flight: AtomicUsize::new(0),
+                _lock: locked,
             }),
         })
     }
@@ -476,8 +488,13 @@ struct Shared {
     stats: Arc<StatsCounters>,
     /// Which durable commits are not synced yet, for the reads that must wait for them.
     unsynced: Arc<Unsynced>,
+    /// Whether the files are still the ones opened, and how the last write ended.
+    health: Arc<Health>,
     /// Commits sent to the writer and not yet answered.
     in_flight: AtomicUsize,
+    /// The open lock file, whose lock keeps other stores off the file. Dropped after
+    /// [`Shared::drop`] has closed the database.
+    _lock: std::fs::File,
 }
 
 /// How long a commit that is the only one in flight polls for its answer before it lets its
@@ -1180,5 +1197,26 @@ impl Store for SqliteStore {
             }
         }
         answer.await.map_err(|_| stopped())?
+    }
+
+    /// Checks, with a few `stat` calls and no query, that the files are the ones the store
+    /// opened (see *Storage faults* on [`SqliteStore`]), that no sync failed and that the last
+    /// write transaction did not fail.
+    async fn health(&self) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        shared
+            .health
+            .check_files()
+            .map_err(|why| StoreError::new(why.to_string()))?;
+        if let Some(why) = shared.unsynced.failure() {
+            return Err(StoreError::new(why.to_string()));
+        }
+        if let Some(why) = shared.health.last_write_failed() {
+            return Err(StoreError::new(format!(
+                "sqlite: the last write failed ({why}); the store reports healthy again once a \
+                 write succeeds"
+            )));
+        }
+        Ok(())
     }
 }
