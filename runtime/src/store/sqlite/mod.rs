@@ -288,12 +288,26 @@ impl SqliteOptions {
 /// that may meet rows a journaled write has made stale take the dirty records in their place;
 /// such a read is done again if a flush wrote dirty rows into the tables while it ran.
 ///
-/// # One writer per file
+/// # One store per file
 ///
-/// A file must be written by one [`SqliteStore`] at a time: one process, and one `open` per
-/// file inside it (clone the handle to share it). The store keeps a cache that only its own
-/// writer updates; a second writer on the same file would make that cache stale. SQLite's own
-/// locking keeps the file consistent regardless, but such a setup is not supported.
+/// A file is written by one [`SqliteStore`] at a time: one process, and one `open` per file
+/// inside it (clone the handle to share it). The store keeps a cache and a schedule that only
+/// its own writer updates; a second writer on the same file would hand out turns twice. So
+/// `open` first takes an exclusive lock (`flock`) on `<db>.lock`, next to the database, and
+/// writes its process id into it; if another store holds it, in this process or another, `open`
+/// fails at once with [`StoreError::Locked`] naming the file and that pid. The lock is held
+/// until the last handle is dropped (after the database is closed), and the kernel releases it
+/// when the process dies, even by SIGKILL; the pid in the file is only for the message.
+///
+/// # Storage faults
+///
+/// The store records the device and inode of the database file, its write-ahead log and the
+/// lock file when it opens, and compares them with what the paths name before every write
+/// transaction, after every sync and in [`Store::health`]. If one was deleted or replaced, the
+/// writes would go to a file that no longer has a name and be lost when the process stops: so
+/// from then on every write fails with a [`StoreError`] naming the file (logged once at error
+/// level). [`Store::health`] also fails after a failed sync (for good) and after a failed write
+/// transaction (until one commits again).
 #[derive(Clone)]
 pub struct SqliteStore {
     shared: Arc<Shared>,
@@ -315,9 +329,10 @@ impl SqliteStore {
 
     /// Open (or create) the store at `path`.
     ///
-    /// Creates the file and its schema if missing, switches it to WAL mode and starts the
-    /// writer thread. Fails if the file is not a turnwise store or has a schema newer than this
-    /// version of turnwise understands.
+    /// Takes the file's lock, creates the file and its schema if missing, switches it to WAL
+    /// mode and starts the writer thread. Fails with [`StoreError::Locked`] if another store
+    /// has the file open (see *One store per file* on [`SqliteStore`]), and if the file is not
+    /// a turnwise store or has a schema newer than this version of turnwise understands.
     pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
         Self::open_gated(path, options, None).await
     }
