@@ -1057,8 +1057,9 @@ async fn sqlite_relaxed_and_durable_commits_persist() {
     assert_eq!(load_turn(&s, "r0", 1).await, Some(finished(1, "m", 3)));
 }
 
-/// Files written by schema versions 1 (two full indexes over `finished`) and 2 (no journal)
-/// open: they are moved to version 3, and their instances and turns read as before.
+/// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal) and 3
+/// (no quarantine table) open: they are moved to version 4, and their instances and turns read
+/// as before.
 #[tokio::test]
 async fn sqlite_migrates_older_schema_versions() {
     // Turn 2 is the instance's one unfinished turn.
@@ -1066,7 +1067,7 @@ async fn sqlite_migrates_older_schema_versions() {
         pending: vec![2],
         ..inst("a", revision)
     };
-    for old in [1, 2] {
+    for old in [1, 2, 3] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
         {
@@ -1077,8 +1078,12 @@ async fn sqlite_migrates_older_schema_versions() {
         {
             // Put the file back as that version wrote it.
             let conn = rusqlite::Connection::open(&path).unwrap();
-            conn.execute_batch("DROP TABLE journal; PRAGMA user_version = 2;")
+            conn.execute_batch("DROP TABLE quarantine; PRAGMA user_version = 3;")
                 .unwrap();
+            if old <= 2 {
+                conn.execute_batch("DROP TABLE journal; PRAGMA user_version = 2;")
+                    .unwrap();
+            }
             if old == 1 {
                 conn.execute_batch(
                     "DROP INDEX turns_unfinished; DROP INDEX turns_finished_by_age;
@@ -1108,7 +1113,11 @@ async fn sqlite_migrates_older_schema_versions() {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
+        let quarantined: i64 = conn
+            .query_row("SELECT COUNT(*) FROM quarantine", [], |r| r.get(0))
+            .expect("the quarantine table exists after the migration");
+        assert_eq!(quarantined, 0);
         let mut indexes: Vec<String> = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'turns' AND sql IS NOT NULL ORDER BY name")
             .unwrap()

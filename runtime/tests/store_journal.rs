@@ -447,9 +447,15 @@ async fn write_sets_of_one_instance_in_one_batch() {
 const CHILD_DB: &str = "TURNWISE_JOURNAL_CHILD_DB";
 /// Set: the child first runs an incarnation of the instance and deletes it.
 const CHILD_RECREATE: &str = "TURNWISE_JOURNAL_CHILD_RECREATE";
+/// The revision the child writes instance `a` up to.
+const CHILD_WRITES: &str = "TURNWISE_JOURNAL_CHILD_WRITES";
+/// Where the child's busy writes go once it is done with `a`.
+const OTHER_NS: &str = "other";
 
-/// The child of `replays_the_journal_after_sigkill`: journals writes forever, printing the
-/// revision of each acknowledged one.
+/// The child of `replays_the_journal_after_sigkill`: journals writes of instance `a` up to
+/// revision `CHILD_WRITES`, printing the revision of each acknowledged one, then `done`. Then
+/// it writes another instance (in another namespace) until it is killed, so that its writer is
+/// never idle long enough to flush `a`'s journal rows into the tables before the kill.
 #[test]
 #[ignore = "child process of replays_the_journal_after_sigkill"]
 fn journal_child() {
@@ -485,10 +491,13 @@ fn journal_child() {
             ok(&store, delete).await;
             ok(&store, write(inst("a", 1, &[1], None), vec![queued(1)])).await;
         }
-        let give_up = Instant::now() + Duration::from_secs(30);
-        let mut revision = 1;
-        while Instant::now() < give_up {
-            revision += 1;
+        let writes: u64 = std::env::var(CHILD_WRITES).unwrap().parse().unwrap();
+        let say = |line: std::fmt::Arguments<'_>| {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}").unwrap();
+            out.flush().unwrap();
+        };
+        for revision in 2..=writes {
             let step = (revision % 60) as usize;
             ok(
                 &store,
@@ -498,9 +507,22 @@ fn journal_child() {
                 ),
             )
             .await;
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "ack {revision}").unwrap();
-            out.flush().unwrap();
+            say(format_args!("ack {revision}"));
+        }
+        say(format_args!("done"));
+        let give_up = Instant::now() + Duration::from_secs(30);
+        let mut revision = 0;
+        while Instant::now() < give_up {
+            revision += 1;
+            let mut busy = write(
+                InstanceRecord {
+                    ns: OTHER_NS.into(),
+                    ..inst("b", revision, &[], None)
+                },
+                vec![],
+            );
+            busy.ns = OTHER_NS.into();
+            ok(&store, busy).await;
         }
     });
 }
@@ -515,7 +537,11 @@ async fn a_deleted_instances_journal_is_not_replayed_onto_its_successor() {
     replay_after_sigkill(true).await;
 }
 
-async fn replay_after_sigkill(recreate: bool) {
+/// Run `journal_child` on a fresh file until it has written `a` up to revision `wanted`, kill
+/// it (SIGKILL): the file's directory and the last revision it acknowledged, if `a`'s journal
+/// rows were still unflushed at the kill (`None`: the child stalled long enough for an idle
+/// flush, and the replay would not be tested).
+fn kill_child_after(recreate: bool, wanted: u64) -> Option<(tempfile::TempDir, u64)> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("journal.db");
     let mut command = Command::new(std::env::current_exe().unwrap());
@@ -525,33 +551,52 @@ async fn replay_after_sigkill(recreate: bool) {
     let mut child = command
         .args(["--exact", "journal_child", "--nocapture", "--ignored"])
         .env(CHILD_DB, &path)
+        .env(CHILD_WRITES, wanted.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut acked = 0u64;
-    // Few enough that the successor's revisions stay below the deleted incarnation's 40.
-    let wanted = if recreate { 30 } else { 300 };
-    while acked < wanted {
+    loop {
         let Some(line) = lines.next() else {
             panic!("the child stopped after {acked} writes")
         };
-        if let Some(n) = line.unwrap().strip_prefix("ack ") {
+        let line = line.unwrap();
+        if line == "done" {
+            break;
+        }
+        if let Some(n) = line.strip_prefix("ack ") {
             acked = n.parse().unwrap();
         }
     }
+    // After `done` the child writes `a` no more: what it acknowledged is exactly what it wrote.
+    assert_eq!(acked, wanted, "the child's last acknowledgement");
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(
-        journal_rows(&path) > 0,
-        "the kill left journaled rows to replay"
-    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let unflushed: i64 = conn
+        .query_row("SELECT COUNT(*) FROM journal WHERE id = 'a'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    (unflushed > 0).then_some((dir, acked))
+}
+
+async fn replay_after_sigkill(recreate: bool) {
+    // Few enough that the successor's revisions stay below the deleted incarnation's 40.
+    let wanted = if recreate { 30 } else { 300 };
+    // The child's busy writes keep its writer from an idle flush; only a stall of the whole
+    // child of 50 ms or more right after `done` lets one through. Then run it again.
+    let (dir, acked) = (0..5)
+        .find_map(|_| kill_child_after(recreate, wanted))
+        .expect("in five runs, the kill never left journaled rows of `a` to replay");
+    let path = dir.path().join("journal.db");
     let store = SqliteStore::open(&path).await.unwrap();
     let stored = store.load_instance(NS, "a").await.unwrap().unwrap();
-    // Every acknowledged write is there; at most the one in flight too.
-    assert!(
-        stored.revision == acked || stored.revision == acked + 1,
+    // Every acknowledged write is there, and nothing else.
+    assert_eq!(
+        stored.revision, acked,
         "acknowledged {acked}, found {}",
         stored.revision
     );

@@ -256,9 +256,11 @@ async fn heartbeat(Ns(engine): Ns, Body(lease): Body<Lease>) -> ApiResult<Json<W
 /// The status route counts at most this many instances.
 const STATUS_MAX_INSTANCES: usize = 10_000;
 
-/// Health and counts of the namespace. Reads every instance (up to a cap), so it answers only
-/// when the store does: a store failure is a `503`.
+/// Health and counts of the namespace. A store that cannot take writes (its files deleted or
+/// replaced, a failed sync, a failed last write) is a `503 store_unavailable`; so is a store
+/// that fails to read, since this reads every instance (up to a cap).
 async fn status(State(state): State<AppState>, Ns(engine): Ns) -> ApiResult<Json<Value>> {
+    engine.health().await?;
     let mut by_status: Map<String, Value> = InstanceStatus::ALL
         .iter()
         .map(|s| ((*s).to_owned(), json!(0u64)))

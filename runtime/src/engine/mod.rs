@@ -215,6 +215,13 @@ impl Engine {
         &self.inner.store
     }
 
+    /// Whether the store can take writes now ([`Store::health`]): `Err` is
+    /// [`Error::Store`] saying why not (its files were deleted or replaced, a sync or the last
+    /// write failed). Cheap: no query, no write.
+    pub async fn health(&self) -> Result<()> {
+        Ok(self.inner.store.health().await?)
+    }
+
     fn now(&self) -> Millis {
         self.inner.clock.now_ms()
     }

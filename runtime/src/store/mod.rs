@@ -298,6 +298,37 @@ pub enum StoreError {
         /// What failed while decoding.
         reason: String,
     },
+    /// The file is held by another open store, in this process or another one: a file is
+    /// served by one store at a time (see [`SqliteStore`](crate::store::SqliteStore)). Nothing
+    /// was opened; the same call succeeds once the holder has closed the file or exited.
+    #[error("{}", locked_message(path, lock, *pid))]
+    Locked {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// The lock file the holder holds (`<database file>.lock`).
+        lock: std::path::PathBuf,
+        /// The holder's process id, as it wrote it into the lock file (`None` if it could not
+        /// be read).
+        pid: Option<u32>,
+    },
+}
+
+fn locked_message(path: &std::path::Path, lock: &std::path::Path, pid: Option<u32>) -> String {
+    let (path, lock) = (path.display(), lock.display());
+    match pid {
+        Some(pid) if pid == std::process::id() => format!(
+            "the store file {path} is already open in this process (pid {pid}, lock file \
+             {lock}): open a file once and share the store by cloning its handle"
+        ),
+        Some(pid) => format!(
+            "the store file {path} is in use by another process (pid {pid}, lock file {lock}): \
+             a file is served by one process at a time; stop that process or use another file"
+        ),
+        None => format!(
+            "the store file {path} is in use by another store (lock file {lock} is locked): a \
+             file is served by one process at a time; stop that process or use another file"
+        ),
+    }
 }
 
 impl StoreError {
@@ -311,6 +342,7 @@ impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Failed(message) => crate::Error::Store(message),
+            StoreError::Locked { .. } => crate::Error::Store(e.to_string()),
             StoreError::Unreadable { .. } => crate::Error::Unreadable {
                 message: e.to_string(),
             },
@@ -384,6 +416,13 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {
         let _ = (ns, id);
         Ok(false)
+    }
+
+    /// Whether the store can take writes now: `Err` says why not (its files were deleted or
+    /// replaced, a sync failed, its last write failed). Cheap (no write, no query), for health
+    /// checks. The default answers `Ok(())`: a store that cannot fail this way.
+    async fn health(&self) -> Result<(), StoreError> {
+        Ok(())
     }
 }
 

@@ -16,12 +16,14 @@ use tokio::sync::{oneshot, watch};
 use super::*;
 
 mod cache;
+mod files;
 mod quarantine;
 mod schedule;
 mod sync;
 mod writer;
 
 use cache::{Cache, Change, Verdict};
+use files::Health;
 use quarantine::Quarantine;
 use schedule::Schedule;
 use sync::{SyncJob, Syncer, Unsynced};
@@ -309,12 +311,26 @@ impl SqliteOptions {
 /// that may meet rows a journaled write has made stale take the dirty records in their place;
 /// such a read is done again if a flush wrote dirty rows into the tables while it ran.
 ///
-/// # One writer per file
+/// # One store per file
 ///
-/// A file must be written by one [`SqliteStore`] at a time: one process, and one `open` per
-/// file inside it (clone the handle to share it). The store keeps a cache that only its own
-/// writer updates; a second writer on the same file would make that cache stale. SQLite's own
-/// locking keeps the file consistent regardless, but such a setup is not supported.
+/// A file is written by one [`SqliteStore`] at a time: one process, and one `open` per file
+/// inside it (clone the handle to share it). The store keeps a cache and a schedule that only
+/// its own writer updates; a second writer on the same file would hand out turns twice. So
+/// `open` first takes an exclusive lock (`flock`) on `<db>.lock`, next to the database, and
+/// writes its process id into it; if another store holds it, in this process or another, `open`
+/// fails at once with [`StoreError::Locked`] naming the file and that pid. The lock is held
+/// until the last handle is dropped (after the database is closed), and the kernel releases it
+/// when the process dies, even by SIGKILL; the pid in the file is only for the message.
+///
+/// # Storage faults
+///
+/// The store records the device and inode of the database file, its write-ahead log and the
+/// lock file when it opens, and compares them with what the paths name before every write
+/// transaction, after every sync and in [`Store::health`]. If one was deleted or replaced, the
+/// writes would go to a file that no longer has a name and be lost when the process stops: so
+/// from then on every write fails with a [`StoreError`] naming the file (logged once at error
+/// level). [`Store::health`] also fails after a failed sync (for good) and after a failed write
+/// transaction (until one commits again).
 #[derive(Clone)]
 pub struct SqliteStore {
     shared: Arc<Shared>,
@@ -336,9 +352,10 @@ impl SqliteStore {
 
     /// Open (or create) the store at `path`.
     ///
-    /// Creates the file and its schema if missing, switches it to WAL mode and starts the
-    /// writer thread. Fails if the file is not a turnwise store or has a schema newer than this
-    /// version of turnwise understands.
+    /// Takes the file's lock, creates the file and its schema if missing, switches it to WAL
+    /// mode and starts the writer thread. Fails with [`StoreError::Locked`] if another store
+    /// has the file open (see *One store per file* on [`SqliteStore`]), and if the file is not
+    /// a turnwise store or has a schema newer than this version of turnwise understands.
     pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
         Self::open_gated(path, options, None).await
     }
@@ -362,17 +379,22 @@ impl SqliteStore {
             let path = path.clone();
             let synchronous = level;
             tokio::task::spawn_blocking(move || {
+                // First the lock, so that nothing of the file is touched while another store
+                // has it; released when `locked` is dropped, here on failure.
+                let (locked, lock_path) = files::take_lock(&path)?;
                 let conn = open_writer(&path, synchronous)?;
                 replay_journal(&conn, &path)?;
                 let schedule = Schedule::load(&conn)?;
                 let quarantine = Quarantine::load(&conn)?;
                 quarantine.unschedule(&schedule);
-                Ok::<_, StoreError>((conn, schedule, quarantine))
+                let health = Health::new(&path, &lock_path)?;
+                Ok::<_, StoreError>((locked, conn, schedule, quarantine, health))
             })
             .await
             .map_err(|e| StoreError::new(format!("sqlite: open task failed: {e}")))??
         };
-        let (conn, schedule, quarantine) = opened;
+        let (locked, conn, schedule, quarantine, health) = opened;
+        let health = Arc::new(health);
         let schedule = Arc::new(schedule);
         let cache = Arc::new(Cache::new(options.cache_instances));
         let (tx, rx) = mpsc::channel();
@@ -380,7 +402,9 @@ impl SqliteStore {
         let unsynced = Arc::new(Unsynced::new());
         let syncer = if threaded {
             let (jobs, rx) = mpsc::channel();
-            let syncer = Syncer::new(rx, &path, unsynced.clone(), stats.clone()).gated(gate);
+            let syncer = Syncer::new(rx, &path, unsynced.clone(), stats.clone())
+                .gated(gate)
+                .watching(health.clone());
             let thread = std::thread::Builder::new()
                 .name("turnwise-sqlite-syncer".into())
                 .spawn(move || syncer.run())
@@ -401,6 +425,7 @@ impl SqliteStore {
                 journal_rows: options.journal_rows,
                 syncer,
                 unsynced: unsynced.clone(),
+                health: health.clone(),
             },
         );
         let thread = std::thread::Builder::new()
@@ -417,8 +442,10 @@ impl SqliteStore {
                 schedule,
                 stats,
                 unsynced,
+                health,
                 in_flight: AtomicUsize::new(0),
                 quarantine,
+                _lock: locked,
             }),
         })
     }
@@ -502,10 +529,15 @@ struct Shared {
     stats: Arc<StatsCounters>,
     /// Which durable commits are not synced yet, for the reads that must wait for them.
     unsynced: Arc<Unsynced>,
+    /// Whether the files are still the ones opened, and how the last write ended.
+    health: Arc<Health>,
     /// Commits sent to the writer and not yet answered.
     in_flight: AtomicUsize,
     /// Instances with a record that cannot be decoded.
     quarantine: Quarantine,
+    /// The open lock file, whose lock keeps other stores off the file. Dropped after
+    /// [`Shared::drop`] has closed the database.
+    _lock: std::fs::File,
 }
 
 /// How long a commit that is the only one in flight polls for its answer before it lets its
@@ -1316,5 +1348,26 @@ impl Store for SqliteStore {
             }
         }
         answer.await.map_err(|_| stopped())?
+    }
+
+    /// Checks, with a few `stat` calls and no query, that the files are the ones the store
+    /// opened (see *Storage faults* on [`SqliteStore`]), that no sync failed and that the last
+    /// write transaction did not fail.
+    async fn health(&self) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        shared
+            .health
+            .check_files()
+            .map_err(|why| StoreError::new(why.to_string()))?;
+        if let Some(why) = shared.unsynced.failure() {
+            return Err(StoreError::new(why.to_string()));
+        }
+        if let Some(why) = shared.health.last_write_failed() {
+            return Err(StoreError::new(format!(
+                "sqlite: the last write failed ({why}); the store reports healthy again once a \
+                 write succeeds"
+            )));
+        }
+        Ok(())
     }
 }

@@ -92,6 +92,11 @@ impl Unsynced {
         self.state.send_modify(|s| s.failed = Some(why));
     }
 
+    /// Why a sync failed, once one did.
+    pub(super) fn failure(&self) -> Option<Arc<str>> {
+        self.state.borrow().failed.clone()
+    }
+
     /// After a read of one instance: wait until the durable transactions that wrote it are
     /// synced.
     pub(super) async fn settle_instance(&self, ns: &str, id: &str) -> Result<(), StoreError> {
@@ -152,6 +157,9 @@ pub(super) struct Syncer {
     failed: Option<Arc<str>>,
     /// Taken from before each sync, when set: how tests hold syncs back.
     gate: Option<mpsc::Receiver<()>>,
+    /// The store's files, checked after each sync: a sync of a log that no longer has a name
+    /// makes nothing durable.
+    health: Option<Arc<Health>>,
 }
 
 impl Syncer {
@@ -173,7 +181,14 @@ impl Syncer {
             stats,
             failed: None,
             gate: None,
+            health: None,
         }
+    }
+
+    /// Check the store's files after each sync.
+    pub(super) fn watching(mut self, health: Arc<Health>) -> Self {
+        self.health = Some(health);
+        self
     }
 
     /// Take one message from `gate` before each sync (`None`: sync at once).
@@ -247,7 +262,14 @@ impl Syncer {
             tracing::error!("turnwise sqlite store: {why}");
             self.failed = Some(why.clone());
             why
-        })
+        })?;
+        // Synced, but to the file at the path? (`check_files` logs what it finds.)
+        if let Some(health) = &self.health {
+            health.check_files().inspect_err(|why| {
+                self.failed = Some(why.clone());
+            })?;
+        }
+        Ok(())
     }
 }
 

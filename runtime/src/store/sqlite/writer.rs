@@ -53,6 +53,7 @@ pub(super) struct WriterConfig {
     /// The syncer's inbox and thread, when the log is synced off the writer's path.
     pub(super) syncer: Option<(mpsc::Sender<SyncJob>, JoinHandle<()>)>,
     pub(super) unsynced: Arc<Unsynced>,
+    pub(super) health: Arc<Health>,
 }
 
 pub(super) struct Writer {
@@ -68,6 +69,8 @@ pub(super) struct Writer {
     syncer: Option<mpsc::Sender<SyncJob>>,
     syncer_thread: Option<JoinHandle<()>>,
     unsynced: Arc<Unsynced>,
+    /// The files' identities and the last transaction's outcome.
+    health: Arc<Health>,
     /// Relaxed write sets committed since the last durable batch or checkpoint.
     relaxed_writes: usize,
     max_batch: usize,
@@ -195,6 +198,7 @@ impl Writer {
             syncer,
             syncer_thread,
             unsynced: config.unsynced,
+            health: config.health,
             relaxed_writes: 0,
             max_batch: config.max_batch.max(1),
             dirty: HashMap::new(),
@@ -251,6 +255,7 @@ impl Writer {
                     let flushed = self
                         .set_level(self.relaxed_level())
                         .and_then(|()| self.flush_alone());
+                    self.health.wrote(flushed.as_ref().copied());
                     if let Err(e) = flushed {
                         tracing::warn!("turnwise sqlite store: flushing the journal: {e}");
                         break;
@@ -387,6 +392,15 @@ impl Writer {
     }
 
     fn run_transaction(&mut self, batch: Vec<Request>) {
+        // Nothing is written to a file that is no longer the one at the store's path: it
+        // would be lost when the process stops.
+        if let Err(why) = self.health.check_files() {
+            let e = StoreError::new(why.to_string());
+            for request in batch {
+                let _ = request.reply.send(Err(CommitError::Store(e.clone())));
+            }
+            return;
+        }
         let relaxed = batch
             .iter()
             .all(|r| r.write.durability == Durability::Relaxed);
@@ -404,7 +418,9 @@ impl Writer {
             _ => None,
         };
         let mut to_sync = Vec::new();
-        match self.transact(&batch, relaxed) {
+        let done = self.transact(&batch, relaxed);
+        self.health.wrote(done.as_ref().map(|_| ()));
+        match done {
             Ok((outcomes, flushed)) => {
                 if flushed {
                     self.flushed();
@@ -498,7 +514,8 @@ impl Writer {
                 answers: to_sync,
             };
             if let Err(mpsc::SendError(job)) = syncer.send(job) {
-                let stopped = "sqlite: the syncer thread has stopped; close the store and open                                the file again";
+                let stopped = "sqlite: the syncer thread has stopped; close the store and open \
+                               the file again";
                 self.unsynced.failed(Arc::from(stopped));
                 for reply in job.answers {
                     let _ = reply.send(Err(CommitError::Store(StoreError::new(stopped))));
