@@ -121,22 +121,19 @@ impl ApiError {
 }
 
 impl From<turnwise::Error> for ApiError {
+    /// The envelope of an engine error: its status, code, message and `param`, and its
+    /// fields as `details`, from which a client rebuilds the same variant
+    /// ([`turnwise::Error::from_wire`]) without reading the message.
     fn from(e: turnwise::Error) -> Self {
         let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let param = match &e {
-            turnwise::Error::Invalid { param, .. } => Some(param.clone()),
-            turnwise::Error::TooLarge { what, .. } => Some(what.clone()),
-            _ => None,
-        };
-        let retryable = e.is_retryable();
         Self(Box::new(Repr {
             status,
             code: Cow::Owned(e.code().to_owned()),
             message: e.to_string(),
-            param,
-            retryable,
+            param: e.param().map(str::to_owned),
+            retryable: e.is_retryable(),
             retry_after: (status == StatusCode::SERVICE_UNAVAILABLE).then_some(1),
-            details: None,
+            details: e.wire_details(),
         }))
     }
 }
