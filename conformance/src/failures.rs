@@ -241,7 +241,10 @@ pub async fn one_run_per_attempt(f: impl Fixture) {
         (&run.id, run.started_at_ms),
         "a claim after a sleep resumes the attempt's run"
     );
-    assert_eq!(resumed.ended_at_ms, None, "the resumed run is running again");
+    assert_eq!(
+        resumed.ended_at_ms, None,
+        "the resumed run is running again"
+    );
 
     ok(
         b.wait_signal(wait_request(&lease(&task), 1, "wait", "go", 1_000))
@@ -281,7 +284,10 @@ pub async fn one_run_per_attempt(f: impl Fixture) {
     let third = claim(&b, "the lease expired").await;
     assert_eq!(third.turn.attempt, 3);
     let run3 = run_of(&third);
-    assert_ne!(run3.id, run2.id, "a new attempt after a lease expiry has a new run");
+    assert_ne!(
+        run3.id, run2.id,
+        "a new attempt after a lease expiry has a new run"
+    );
     assert_ne!(run3.id, run.id);
     complete(&b, &lease(&third), json!(null), json!(null)).await;
 }

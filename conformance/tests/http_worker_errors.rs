@@ -42,7 +42,9 @@ fn config(change: impl FnOnce(&mut EngineConfig)) -> EngineConfig {
 async fn three_steps(ctx: &mut Turn, state: u64, add: u64) -> Result<Done<u64, u64>, TurnError> {
     let a = ctx.step("one", move |_s| async move { Ok(add) }).await?;
     let b = ctx.step("two", move |_s| async move { Ok(a + 1) }).await?;
-    let c = ctx.step("three", move |_s| async move { Ok(b + 1) }).await?;
+    let c = ctx
+        .step("three", move |_s| async move { Ok(b + 1) })
+        .await?;
     Ok(Done::new(state + c).reply(c))
 }
 
@@ -50,9 +52,10 @@ async fn three_steps(ctx: &mut Turn, state: u64, add: u64) -> Result<Done<u64, u
 #[workflow(name = "big-output", version = "v1")]
 async fn big_output(ctx: &mut Turn, state: u64, len: u64) -> Result<Done<u64, u64>, TurnError> {
     let s = ctx
-        .step("big", move |_s| async move {
-            Ok("x".repeat(len as usize - 2))
-        })
+        .step(
+            "big",
+            move |_s| async move { Ok("x".repeat(len as usize - 2)) },
+        )
         .await?;
     Ok(Done::new(state + s.len() as u64))
 }
@@ -112,7 +115,10 @@ async fn proxy(upstream: String, meddle: Meddle) -> String {
                 if matches!(meddle, Meddle::StripStepsMax) && path == "/v1/workflows/turns/claim" {
                     if let Ok(mut v) = serde_json::from_slice::<Value>(&bytes) {
                         if let Some(task) = v.get_mut("task").and_then(Value::as_object_mut) {
-                            assert!(task.remove("steps_max").is_some(), "a claim carries steps_max");
+                            assert!(
+                                task.remove("steps_max").is_some(),
+                                "a claim carries steps_max"
+                            );
                         }
                         bytes = v.to_string().into_bytes();
                     }
@@ -151,7 +157,10 @@ async fn three_steps_past_a_limit_of_two(f: &HttpFixture, backend: Http) -> Stri
     assert_eq!((t.status, t.attempt), (TurnStatus::Failed, 1), "{t:?}");
     assert_eq!(t.steps.len(), 2, "the two steps within the limit are saved");
     let error = t.error.unwrap_or_default();
-    assert!(error.starts_with("WorkflowError: "), "a permanent failure: {error}");
+    assert!(
+        error.starts_with("WorkflowError: "),
+        "a permanent failure: {error}"
+    );
     assert!(
         error.contains("at most 2 steps") && error.contains("step_limit"),
         "the error names the limit: {error}"
@@ -353,8 +362,7 @@ async fn every_engine_error_is_the_same_error_over_http() {
         .create_instance(create_request("w-2", "lbb.anything", "v1"))));
     codes.push(same_refusal!(e, h, 403, "reserved_workflow_id", |b| b
         .create_instance(create_request("calibration", "t", "v1"))));
-    codes.push(same_refusal!(e, h, 404, "not_found", |b| b
-        .get_instance("nobody")));
+    codes.push(same_refusal!(e, h, 404, "not_found", |b| b.get_instance("nobody")));
 
     engine
         .create_instance(create_request("w-1", "t", "v1"))
@@ -363,8 +371,7 @@ async fn every_engine_error_is_the_same_error_over_http() {
     codes.push(same_refusal!(e, h, 409, "conflict", |b| b
         .create_instance(create_request("w-1", "t", "v2"))));
     engine.send_message(message("m1")).await.unwrap();
-    codes.push(same_refusal!(e, h, 409, "inbox_full", |b| b
-        .send_message(message("m2"))));
+    codes.push(same_refusal!(e, h, 409, "inbox_full", |b| b.send_message(message("m2"))));
 
     let task = engine
         .claim(ClaimRequest {
@@ -386,14 +393,12 @@ async fn every_engine_error_is_the_same_error_over_http() {
         token: "wt_stale".into(),
         ..lease.clone()
     };
-    codes.push(same_refusal!(e, h, 409, "turn_lease_lost", |b| b
-        .heartbeat(stale.clone())));
+    codes.push(same_refusal!(e, h, 409, "turn_lease_lost", |b| b.heartbeat(stale.clone())));
     let gone = Lease {
         workflow_id: "nobody".into(),
         ..lease.clone()
     };
-    codes.push(same_refusal!(e, h, 409, "turn_lease_lost", |b| b
-        .heartbeat(gone.clone())));
+    codes.push(same_refusal!(e, h, 409, "turn_lease_lost", |b| b.heartbeat(gone.clone())));
     let past_the_limit = OperationRequest {
         lease: lease.clone(),
         position: 1,
@@ -412,8 +417,7 @@ async fn every_engine_error_is_the_same_error_over_http() {
         value: json!(1),
     };
     engine.signal(signal("s1")).await.unwrap();
-    codes.push(same_refusal!(e, h, 409, "signal_limit", |b| b
-        .signal(signal("s2"))));
+    codes.push(same_refusal!(e, h, 409, "signal_limit", |b| b.signal(signal("s2"))));
 
     // Every code the engine sends to a client was seen (`store_unavailable` and
     // `record_unreadable` need a failing store; `Error::from_wire`'s unit tests cover them).

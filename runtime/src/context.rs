@@ -306,7 +306,10 @@ impl<W: Workflow> Turn<W> {
                 heartbeat_timeout_ms: options.heartbeat_timeout.map(|d| d.as_millis() as u64),
             })
             .await;
-        let op = self.shared.check(&format!("{what}: the operation"), op).await?;
+        let op = self
+            .shared
+            .check(&format!("{what}: the operation"), op)
+            .await?;
         let cursor = op.operation.map_or(Value::Null, |o| o.checkpoint);
         let (ctx, writer) =
             StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);

@@ -261,12 +261,7 @@ impl Error {
         details: &Value,
         lease: Option<(&str, u64)>,
     ) -> Error {
-        let text = |key: &str| {
-            details
-                .get(key)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
+        let text = |key: &str| details.get(key).and_then(Value::as_str).map(str::to_owned);
         let number = |key: &str| details.get(key).and_then(Value::as_u64);
         let message_field = || text("message").unwrap_or_else(|| message.to_owned());
         let known = match code {
@@ -396,7 +391,10 @@ mod tests {
     fn every_protocol_error_crosses_the_wire_as_itself() {
         let mut codes = std::collections::HashSet::new();
         for e in every_protocol_error() {
-            assert!(codes.insert(e.code().to_owned()), "{e:?}: a code used twice");
+            assert!(
+                codes.insert(e.code().to_owned()),
+                "{e:?}: a code used twice"
+            );
             let details = e.wire_details().expect("a protocol error has details");
             let back = Error::from_wire(
                 e.status(),
@@ -430,7 +428,14 @@ mod tests {
             );
             assert_eq!(back.code(), e.code());
         }
-        let lost = Error::from_wire(409, "turn_lease_lost", "gone", None, &Value::Null, Some(("w-1", 3)));
+        let lost = Error::from_wire(
+            409,
+            "turn_lease_lost",
+            "gone",
+            None,
+            &Value::Null,
+            Some(("w-1", 3)),
+        );
         assert_eq!(
             lost,
             Error::LeaseLost {
@@ -468,7 +473,10 @@ mod tests {
     fn only_a_lost_lease_is_lease_lost() {
         for e in every_protocol_error() {
             assert_eq!(e.is_lease_lost(), e.code() == "turn_lease_lost", "{e:?}");
-            let refusal = !matches!(e, Error::NotFound { .. } | Error::LeaseLost { .. } | Error::Store(_));
+            let refusal = !matches!(
+                e,
+                Error::NotFound { .. } | Error::LeaseLost { .. } | Error::Store(_)
+            );
             assert_eq!(e.is_refusal(), refusal, "{e:?}");
         }
     }

@@ -2,8 +2,10 @@
 //!
 //! A worker has `concurrency` slots (default 1). Each free slot long-polls one claim; each
 //! claimed turn runs in its own task with a lease heartbeat every third of the lease. A turn
-//! whose lease is lost (404/409 on any turn route, or any heartbeat failure) stops silently;
-//! the server hands it out again. Stopping drains held turns for `drain` (default 30 s), then
+//! whose lease is lost ([`Error::is_lease_lost`] on any turn route, or any heartbeat failure)
+//! stops silently; the server hands it out again. A refusal ([`Error::is_refusal`]: a limit, a
+//! size, a conflict) fails the turn for good with the server's message; any other error fails
+//! the attempt retryably. Never by HTTP status. Stopping drains held turns for `drain` (default 30 s), then
 //! releases the rest with a `retry_at_ms` one second ahead, so another worker picks them up.
 
 use std::collections::HashMap;

@@ -22,7 +22,9 @@ use common::GUARD;
 async fn three_steps(ctx: &mut Turn, state: u64, add: u64) -> Result<Done<u64, u64>, TurnError> {
     let a = ctx.step("one", move |_s| async move { Ok(add) }).await?;
     let b = ctx.step("two", move |_s| async move { Ok(a + 1) }).await?;
-    let c = ctx.step("three", move |_s| async move { Ok(b + 1) }).await?;
+    let c = ctx
+        .step("three", move |_s| async move { Ok(b + 1) })
+        .await?;
     Ok(Done::new(state + c).reply(c))
 }
 
@@ -30,9 +32,10 @@ async fn three_steps(ctx: &mut Turn, state: u64, add: u64) -> Result<Done<u64, u
 #[workflow(name = "big-output", version = "v1")]
 async fn big_output(ctx: &mut Turn, state: u64, len: u64) -> Result<Done<u64, u64>, TurnError> {
     let s = ctx
-        .step("big", move |_s| async move {
-            Ok("x".repeat(len as usize - 2))
-        })
+        .step(
+            "big",
+            move |_s| async move { Ok("x".repeat(len as usize - 2)) },
+        )
         .await?;
     Ok(Done::new(state + s.len() as u64))
 }
@@ -45,8 +48,7 @@ fn config(change: impl FnOnce(&mut EngineConfig)) -> EngineConfig {
 
 #[tokio::test]
 async fn a_step_past_the_engines_step_limit_fails_the_turn_for_good_at_once() {
-    let env =
-        TestEnv::with_config(config(|c| c.limits.steps_per_turn = 2)).register(three_steps);
+    let env = TestEnv::with_config(config(|c| c.limits.steps_per_turn = 2)).register(three_steps);
     let h = env.start(&three_steps, "steps-1").await.unwrap();
     h.send(1, "m1").await.unwrap();
     assert_eq!(env.run_until_idle().await.unwrap(), 1);
@@ -55,7 +57,10 @@ async fn a_step_past_the_engines_step_limit_fails_the_turn_for_good_at_once() {
     let t = h.turn(1).await.unwrap();
     assert_eq!((t.status, t.attempt), (TurnStatus::Failed, 1), "{t:?}");
     let error = t.error.unwrap_or_default();
-    assert!(error.starts_with("WorkflowError: "), "a permanent failure: {error}");
+    assert!(
+        error.starts_with("WorkflowError: "),
+        "a permanent failure: {error}"
+    );
     assert!(
         error.contains("at most 2 steps") && error.contains("step_limit"),
         "the error names the limit: {error}"

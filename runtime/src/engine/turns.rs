@@ -69,7 +69,9 @@ impl Engine {
         };
         let inst = match self.load(&lease.workflow_id).await {
             Err(Error::NotFound { .. }) => {
-                return Err(lost("the instance does not exist (it was deleted, or never created)"))
+                return Err(lost(
+                    "the instance does not exist (it was deleted, or never created)",
+                ))
             }
             r => r?,
         };
