@@ -36,11 +36,13 @@ fn ok(body: Value) -> Reply {
     reply(200, body)
 }
 
+/// A `503 store_unavailable` as a turnwise server sends it, the error's field in `details`.
 fn unavailable() -> Reply {
     reply(
         503,
         json!({"error": {"type": "api_error", "code": "store_unavailable",
-                          "message": "store error: busy", "request_id": null, "doc_url": null}}),
+                          "message": "store error: busy", "request_id": null, "doc_url": null,
+                          "details": {"message": "busy"}}}),
     )
 }
 
