@@ -188,6 +188,11 @@ mod tests {
         let body = e.body("req_2");
         assert_eq!(body["error"]["code"], "turn_lease_lost");
         assert_eq!(body["error"]["retryable"], false);
+        // The variant's fields travel as details, for the client to rebuild it unparsed.
+        assert_eq!(
+            body["error"]["details"],
+            json!({"workflow_id": "c-1", "turn": 1, "reason": "the lease expired"})
+        );
         assert_eq!(body["error"]["doc_url"], Value::Null);
         assert!(body["error"].get("retry_after_seconds").is_none());
 
