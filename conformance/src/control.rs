@@ -293,9 +293,14 @@ pub async fn delete_instance(f: impl Fixture) {
         .await,
         "a turn after delete",
     );
-    expect_not_found(
+    expect_lease_lost(
         b.heartbeat(lease(&task)).await,
         "a heartbeat for a deleted instance",
+    );
+    expect_lease_lost(
+        b.complete(complete_request(&lease(&task), json!(null), json!(null)))
+            .await,
+        "a completion for a deleted instance",
     );
     let r = ok(
         b.delete_instance(del("inst-1")).await,

@@ -219,3 +219,75 @@ pub async fn on_exhausted_skip(f: impl Fixture) {
     let next = claim(&b, "the next message runs after the skipped one").await;
     assert_eq!(next.turn.number, 2);
 }
+
+/// One run per attempt (wire.md §3.4): a claim that resumes an attempt (after a sleep, a
+/// signal wait or a `retry_at_ms` wait) keeps the turn's `run` (its id and start); a new
+/// attempt (after an ordinary fail or a lease expiry) gets a new one.
+pub async fn one_run_per_attempt(f: impl Fixture) {
+    let b = f.backend();
+    create(&b, "inst-1").await;
+    send(&b, "inst-1", "m1", json!(null)).await;
+    let run_of = |task: &TurnTask| task.turn.run.clone().expect("a claimed turn has its run");
+
+    let first = claim(&b, "m1 is ready").await;
+    let run = run_of(&first);
+    sleep(&b, &lease(&first), 0, "nap", 1_000).await;
+    advance_ms(&f, 1_000);
+    let task = claim(&b, "the sleep is over").await;
+    assert_eq!(task.turn.attempt, 1);
+    let resumed = run_of(&task);
+    assert_eq!(
+        (&resumed.id, resumed.started_at_ms),
+        (&run.id, run.started_at_ms),
+        "a claim after a sleep resumes the attempt's run"
+    );
+    assert_eq!(
+        resumed.ended_at_ms, None,
+        "the resumed run is running again"
+    );
+
+    ok(
+        b.wait_signal(wait_request(&lease(&task), 1, "wait", "go", 1_000))
+            .await,
+        "a signal wait with no signal",
+    );
+    advance_ms(&f, 1_000);
+    let task = claim(&b, "the signal wait timed out").await;
+    assert_eq!(task.turn.attempt, 1);
+    assert_eq!(
+        run_of(&task).id,
+        run.id,
+        "a claim after a signal wait resumes the attempt's run"
+    );
+
+    let mut req = fail_request(&lease(&task), "WorkflowWait: later");
+    req.retry_at_ms = Some(claimed_at(&task) + 2_000);
+    ok(b.fail(req).await, "fail with retry_at_ms");
+    advance_ms(&f, 2_000);
+    let task = claim(&b, "the retry wait is over").await;
+    assert_eq!(task.turn.attempt, 1);
+    assert_eq!(
+        run_of(&task).id,
+        run.id,
+        "a claim after a retry_at_ms wait resumes the attempt's run"
+    );
+
+    fail(&b, &lease(&task), "RuntimeError: boom").await;
+    advance_ms(&f, 1_000);
+    let second = claim(&b, "the backoff passed").await;
+    assert_eq!(second.turn.attempt, 2);
+    let run2 = run_of(&second);
+    assert_ne!(run2.id, run.id, "a new attempt after a fail has a new run");
+    assert_eq!(run2.started_at_ms, claimed_at(&second));
+
+    advance_ms(&f, 60_000);
+    let third = claim(&b, "the lease expired").await;
+    assert_eq!(third.turn.attempt, 3);
+    let run3 = run_of(&third);
+    assert_ne!(
+        run3.id, run2.id,
+        "a new attempt after a lease expiry has a new run"
+    );
+    assert_ne!(run3.id, run.id);
+    complete(&b, &lease(&third), json!(null), json!(null)).await;
+}

@@ -136,6 +136,7 @@ macro_rules! conformance_tests {
                 retry_at_waits_without_attempt,
                 retry_at_does_not_exhaust,
                 on_exhausted_skip,
+                one_run_per_attempt,
             }
             control {
                 pause_resume,

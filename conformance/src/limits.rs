@@ -16,28 +16,45 @@ async fn running<B: Backend + ?Sized>(b: &B) -> Lease {
     lease(&claim(b, "m1 is ready").await)
 }
 
-/// A turn holds 64 steps (positions 0–63); position 64 is `409 limit_reached`.
+/// A turn holds 64 steps (positions 0–63); position 64 is `422 step_limit`, for a step, a
+/// sleep and a signal wait alike, and the claim's task carries the limit as `steps_max`.
 pub async fn steps_per_turn(f: impl Fixture) {
     let b = f.backend();
-    let l = running(&b).await;
+    create(&b, "inst-1").await;
+    send(&b, "inst-1", "m1", json!(null)).await;
+    let task = claim(&b, "m1 is ready").await;
+    assert_eq!(
+        task.steps_max,
+        Some(64),
+        "the task carries the engine's step limit"
+    );
+    let l = lease(&task);
     for i in 0..64u32 {
         step(&b, &l, i, &format!("s{i}"), json!(i)).await;
     }
     let before = snapshot(&b, "inst-1").await;
-    expect_limit(
+    expect_step_limit(
         b.operation(operation_request(&l, 64, "s64")).await,
-        "limit_reached",
         "an operation at position 64",
     );
-    expect_limit(
+    expect_step_limit(
         b.checkpoint(step_request(&l, 64, "s64", json!(64))).await,
-        "limit_reached",
         "a step at position 64",
     );
-    expect_limit(
+    expect_step_limit(
         b.checkpoint(sleep_request(&l, 64, "nap", 1_000)).await,
-        "limit_reached",
         "a sleep at position 64",
+    );
+    expect_step_limit(
+        b.wait_signal(WaitSignalRequest {
+            lease: l.clone(),
+            position: 64,
+            key: "wait".into(),
+            name: "go".into(),
+            timeout_ms: 1_000,
+        })
+        .await,
+        "a signal wait at position 64",
     );
     assert_unchanged(&b, "inst-1", &before, "a 65th step").await;
     complete(&b, &l, json!(null), json!(null)).await;

@@ -358,7 +358,9 @@ pub async fn single_turn(f: impl Fixture) {
     }
 }
 
-/// Every read and write naming an unknown instance or turn is 404.
+/// Every read and application write naming an unknown instance or turn is 404. A worker call
+/// whose lease names one is `409 turn_lease_lost`: no token holds a turn that is not there, and
+/// that is the one answer on which a worker ends its attempt without a word.
 pub async fn not_found(f: impl Fixture) {
     let b = f.backend();
     expect_not_found(b.get_instance("nobody").await, "get of an unknown instance");
@@ -396,15 +398,15 @@ pub async fn not_found(f: impl Fixture) {
         turn: 1,
         token: "t".into(),
     };
-    expect_not_found(
+    expect_lease_lost(
         b.heartbeat(ghost.clone()).await,
         "a heartbeat for an unknown instance",
     );
-    expect_not_found(
+    expect_lease_lost(
         b.checkpoint(step_request(&ghost, 0, "a", json!(1))).await,
         "a checkpoint for an unknown instance",
     );
-    expect_not_found(
+    expect_lease_lost(
         b.complete(complete_request(&ghost, json!(null), json!(null)))
             .await,
         "a completion for an unknown instance",
@@ -419,15 +421,15 @@ pub async fn not_found(f: impl Fixture) {
         turn: 99,
         token: "t".into(),
     };
-    expect_not_found(
+    expect_lease_lost(
         b.heartbeat(unknown_turn.clone()).await,
         "a heartbeat for an unknown turn",
     );
-    expect_not_found(
+    expect_lease_lost(
         b.operation(operation_request(&unknown_turn, 0, "a")).await,
         "an operation for an unknown turn",
     );
-    expect_not_found(
+    expect_lease_lost(
         b.fail(fail_request(&unknown_turn, "x")).await,
         "a fail for an unknown turn",
     );

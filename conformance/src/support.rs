@@ -482,14 +482,10 @@ pub fn inbox_numbers(messages: &[InboxMessage]) -> Vec<u64> {
     messages.iter().map(|m| m.turn).collect()
 }
 
-/// The engine time of a claim: when its run started.
-#[track_caller]
+/// The engine time of a claim: the turn's last write, which the claim is. (Not the run's
+/// start: a claim that resumes an attempt keeps the attempt's run.)
 pub fn claimed_at(task: &TurnTask) -> Millis {
-    task.turn
-        .run
-        .as_ref()
-        .map(|r| r.started_at_ms)
-        .expect("a claimed turn carries `run` with `started_at_ms`")
+    task.turn.updated_at_ms
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -582,11 +578,22 @@ pub fn expect_too_large<T: Debug>(res: Result<T>, what_field: Option<&str>, what
     e
 }
 
-/// Assert a `409` count-limit refusal with this code (`inbox_full`, `signal_limit`,
-/// `limit_reached`).
+/// Assert a `409` count-limit refusal with this code (`inbox_full`, `signal_limit`).
 #[track_caller]
 pub fn expect_limit<T: Debug>(res: Result<T>, code: &str, what: &str) -> Error {
     expect_err(res, 409, code, what)
+}
+
+/// Assert the step-limit refusal: `422 step_limit`, an `Error::LimitReached` of `steps`
+/// (not a 409, which LBB workers take for a lost turn).
+#[track_caller]
+pub fn expect_step_limit<T: Debug>(res: Result<T>, what: &str) -> Error {
+    let e = expect_err(res, 422, "step_limit", what);
+    assert!(
+        matches!(e, Error::LimitReached { limit: "steps", .. }),
+        "{what}: expected Error::LimitReached {{ limit: \"steps\" }}, got {e:?}"
+    );
+    e
 }
 
 /// Assert `403` with a reserved-name code.

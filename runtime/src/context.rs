@@ -28,7 +28,13 @@ use crate::protocol::*;
 use crate::validate;
 use crate::workflow::{Accepts, Done, Signal, TurnError, Workflow, WorkflowError};
 
-/// The most steps a turn holds.
+/// The most durable calls (steps, sleeps, signal waits) a turn holds by default: the wire's
+/// 64, the engine's default `Limits::steps_per_turn`, and the step context's limit when a
+/// claim does not carry one. A claim from a turnwise server carries the engine's own limit
+/// (the task's `steps_max`), and the step context enforces that instead.
+///
+/// The macros' compile-time budget check keeps its own copy of 64 until the shared-rules crate
+/// (issue 13) gives both one home.
 pub const MAX_STEPS: usize = 64;
 
 /// Why an attempt stopped without an answer of its own.
@@ -54,6 +60,8 @@ pub(crate) struct TurnShared {
     pub(crate) heartbeats: watch::Sender<bool>,
     pub(crate) progress_every: Duration,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The most durable calls the turn may hold: the claim's `steps_max`, else [`MAX_STEPS`].
+    pub(crate) steps_max: usize,
 }
 
 impl TurnShared {
@@ -71,16 +79,28 @@ impl TurnShared {
         unreachable!("a pending future never completes")
     }
 
-    /// Map a backend error of a turn route: a lost turn stops the attempt silently; anything
-    /// else fails it (retryably).
-    async fn check<T>(&self, r: Result<T, Error>) -> Result<T, TurnError> {
+    /// Map a backend error of a turn route by what it means, never by its status: a lost
+    /// lease stops the attempt silently; a refusal ([`Error::is_refusal`]: a limit, a size, a
+    /// conflict, an invalid value) fails the turn for good with the server's message and code;
+    /// anything else (a store or transport failure, an error the protocol does not know)
+    /// fails the attempt retryably.
+    async fn check<T>(&self, what: &str, r: Result<T, Error>) -> Result<T, TurnError> {
         match r {
             Ok(v) => Ok(v),
-            Err(e) if matches!(e.status(), 404 | 409) => {
-                self.stop(Interrupt::Lost(e.to_string())).await
-            }
-            Err(e) => Err(TurnError::Retry(Box::new(e))),
+            Err(e) => Err(self.refused(what, e).await),
         }
+    }
+
+    /// The [`TurnError`] of a refused call (see [`check`](Self::check)); never returns for a
+    /// lost lease.
+    pub(crate) async fn refused(&self, what: &str, e: Error) -> TurnError {
+        if e.is_lease_lost() {
+            self.stop(Interrupt::Lost(e.to_string())).await
+        }
+        if e.is_refusal() {
+            return TurnError::permanent(format!("{what} was refused ({}): {e}", e.code()));
+        }
+        TurnError::Retry(Box::new(e))
     }
 }
 
@@ -200,10 +220,11 @@ impl<W: Workflow> Turn<W> {
             ));
         }
         let Some(old) = self.saved.get(position) else {
-            if position >= MAX_STEPS {
+            let limit = self.shared.steps_max;
+            if position >= limit {
                 return Err(self.fail(
                     position,
-                    format_args!("a turn holds at most {MAX_STEPS} steps; continue the work in a new turn with a continuation"),
+                    format_args!("{kind} `{key}` is past the step limit (step_limit): a turn holds at most {limit} steps; continue the work in a new turn with a continuation"),
                 ));
             }
             if let Some(i) = self.saved.iter().position(|s| s.key == key) {
@@ -285,7 +306,10 @@ impl<W: Workflow> Turn<W> {
                 heartbeat_timeout_ms: options.heartbeat_timeout.map(|d| d.as_millis() as u64),
             })
             .await;
-        let op = self.shared.check(op).await?;
+        let op = self
+            .shared
+            .check(&format!("{what}: the operation"), op)
+            .await?;
         let cursor = op.operation.map_or(Value::Null, |o| o.checkpoint);
         let (ctx, writer) =
             StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
@@ -314,12 +338,9 @@ impl<W: Workflow> Turn<W> {
         // Every progress write goes out, in order, before the checkpoint.
         let flushed = writer.finish().await;
         let value = out?;
-        if let Err(e @ Error::Invalid { .. }) = flushed {
-            return Err(TurnError::permanent(format!(
-                "{what}: progress was refused: {e}"
-            )));
-        }
-        self.shared.check(flushed).await?;
+        self.shared
+            .check(&format!("{what}: its progress"), flushed)
+            .await?;
         let (encoded, decoded) = codec::encode_verified(&W::Codec::default(), &what, &value)
             .map_err(|e| TurnError::Permanent(e.into()))?;
         let saved = self
@@ -334,7 +355,9 @@ impl<W: Workflow> Turn<W> {
                 delay_ms: None,
             })
             .await;
-        self.shared.check(saved).await?;
+        self.shared
+            .check(&format!("{what}: its checkpoint"), saved)
+            .await?;
         self.saved.push(StepCheckpoint {
             key,
             kind: CheckpointKind::Step,
@@ -373,6 +396,7 @@ impl<W: Workflow> Turn<W> {
         duration: Duration,
     ) -> Result<(), TurnError> {
         let key = key.into();
+        let what = format!("sleep `{key}`");
         let delay_ms = duration.as_millis() as u64;
         if self
             .next(&key, CheckpointKind::Sleep, Some(delay_ms), None)?
@@ -394,7 +418,7 @@ impl<W: Workflow> Turn<W> {
                 delay_ms: Some(delay_ms),
             })
             .await;
-        self.shared.check(r).await?;
+        self.shared.check(&what, r).await?;
         self.shared.stop(Interrupt::Suspended).await
     }
 
@@ -435,7 +459,7 @@ impl<W: Workflow> Turn<W> {
                         timeout_ms,
                     })
                     .await;
-                let turn = self.shared.check(r).await?;
+                let turn = self.shared.check(&what, r).await?;
                 if turn.status == TurnStatus::Waiting {
                     self.shared.stop(Interrupt::Suspended).await
                 }
@@ -755,7 +779,7 @@ impl StepCtx {
             )));
         }
         let r = rx.await.unwrap_or(Ok(()));
-        self.inner.turn.check(r).await
+        self.inner.turn.check(&what, r).await
     }
 
     /// Report progress in the convention `{phase, done, total, unit}`. Fire-and-forget and

@@ -609,11 +609,11 @@ impl Http {
         t.min(self.config.timeout)
     }
 
-    /// Forget a token whose turn is over for this client: released, finished or lost.
+    /// Forget a token whose turn is over for this client: the server said the lease is lost.
+    /// (A turn released, completed or failed is forgotten by the call that ended it.)
     fn settle<T>(&self, lease: &Lease, r: &Result<T>) {
-        match r {
-            Err(e) if matches!(e.status(), 404 | 409) => self.forget_lease(&lease.token),
-            _ => {}
+        if matches!(r, Err(e) if e.is_lease_lost()) {
+            self.forget_lease(&lease.token);
         }
     }
 }
@@ -909,117 +909,17 @@ impl WireError {
         }
     }
 
-    /// The [`Error`] variant the embedded engine would have returned, when the code names
-    /// one and the status agrees with it; otherwise [`Error::Http`] with what the server said.
+    /// The [`Error`] the embedded engine would have returned: chosen by the code (and a
+    /// status that agrees with it), its fields from `details`; see [`Error::from_wire`].
     fn into_error(self, status: u16, lease: Option<&Lease>) -> Error {
-        let WireError {
-            code,
-            message,
-            param,
-            details,
-            ..
-        } = self;
-        let known = match code.as_str() {
-            "turn_lease_lost" => Some(Error::LeaseLost {
-                workflow_id: lease.map(|l| l.workflow_id.clone()).unwrap_or_default(),
-                turn: lease.map_or(0, |l| l.turn),
-                reason: message
-                    .split_once(" is not held by this token: ")
-                    .map_or(message.as_str(), |(_, why)| why)
-                    .to_owned(),
-            }),
-            "not_found" => Some(Error::NotFound {
-                what: message
-                    .strip_suffix(" was not found")
-                    .unwrap_or(&message)
-                    .to_owned(),
-            }),
-            "conflict" => Some(Error::Conflict {
-                message: message.clone(),
-            }),
-            "invalid_request" => {
-                let param = param.unwrap_or_default();
-                let prefix = format!("invalid `{param}`: ");
-                Some(Error::Invalid {
-                    message: message.strip_prefix(&prefix).unwrap_or(&message).to_owned(),
-                    param,
-                })
-            }
-            "payload_too_large" => Some(too_large(&message, param, &details)),
-            "inbox_full" => Some(limit("pending_messages", &message)),
-            "signal_limit" => Some(limit("signals", &message)),
-            "limit_reached" => Some(limit("steps", &message)),
-            "reserved_workflow_type" => Some(Error::Reserved {
-                code: "reserved_workflow_type",
-                message: message.clone(),
-            }),
-            "reserved_workflow_id" => Some(Error::Reserved {
-                code: "reserved_workflow_id",
-                message: message.clone(),
-            }),
-            "store_unavailable" => Some(Error::Store(
-                message
-                    .strip_prefix("store error: ")
-                    .unwrap_or(&message)
-                    .to_owned(),
-            )),
-            "record_unreadable" => Some(Error::Unreadable {
-                message: message.clone(),
-            }),
-            _ => None,
-        };
-        match known {
-            Some(e) if e.status() == status => e,
-            _ => Error::Http {
-                status,
-                code,
-                message,
-            },
-        }
-    }
-}
-
-fn limit(limit: &'static str, message: &str) -> Error {
-    Error::LimitReached {
-        limit,
-        message: message.to_owned(),
-    }
-}
-
-/// A `payload_too_large` answer: the value from `param` (or `details.what`), the sizes from
-/// `details`, falling back to the engine's message `` `x` is N bytes, over its limit of M bytes``.
-fn too_large(message: &str, param: Option<String>, details: &Value) -> Error {
-    let number = |key: &str| {
-        details
-            .get(key)
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok())
-    };
-    let from_message = message
-        .strip_prefix('`')
-        .and_then(|m| m.split_once("` is "))
-        .and_then(|(what, rest)| {
-            let (size, rest) = rest.split_once(" bytes, over its limit of ")?;
-            let limit = rest.strip_suffix(" bytes")?;
-            Some((what.to_owned(), size.parse().ok()?, limit.parse().ok()?))
-        });
-    let what = param
-        .or_else(|| {
-            details
-                .get("what")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .or_else(|| from_message.as_ref().map(|m| m.0.clone()))
-        .unwrap_or_default();
-    Error::TooLarge {
-        what,
-        size: number("size")
-            .or(from_message.as_ref().map(|m| m.1))
-            .unwrap_or(0),
-        limit: number("limit")
-            .or(from_message.as_ref().map(|m| m.2))
-            .unwrap_or(0),
+        Error::from_wire(
+            status,
+            &self.code,
+            &self.message,
+            self.param.as_deref(),
+            &self.details,
+            lease.map(|l| (l.workflow_id.as_str(), l.turn)),
+        )
     }
 }
 
@@ -1274,8 +1174,9 @@ mod tests {
             turn: 3,
             token: "t".into(),
         };
-        let body = br#"{"error":{"type":"conflict_error","code":"turn_lease_lost","message":"turn 3 of `w` is not held by this token: the lease expired","request_id":null,"doc_url":null}}"#;
-        let e = WireError::parse(409, body).into_error(409, Some(&lease));
+        // With details (as a turnwise server sends them), the fields come from there.
+        let body = br#"{"error":{"type":"conflict_error","code":"turn_lease_lost","message":"turn 3 of `w` is not held by this token: the lease expired","request_id":null,"doc_url":null,"details":{"workflow_id":"w","turn":3,"reason":"the lease expired"}}}"#;
+        let e = WireError::parse(409, body).into_error(409, None);
         assert_eq!(
             e,
             Error::LeaseLost {
@@ -1284,8 +1185,19 @@ mod tests {
                 reason: "the lease expired".into()
             }
         );
+        // Without, the code still picks the variant; the message is not parsed.
+        let body = br#"{"error":{"code":"turn_lease_lost","message":"gone"}}"#;
+        let e = WireError::parse(409, body).into_error(409, Some(&lease));
+        assert_eq!(
+            e,
+            Error::LeaseLost {
+                workflow_id: "w".into(),
+                turn: 3,
+                reason: "gone".into()
+            }
+        );
 
-        let body = br#"{"error":{"code":"payload_too_large","message":"`state` is 70000 bytes, over its limit of 65536 bytes","param":"state"}}"#;
+        let body = br#"{"error":{"code":"payload_too_large","message":"`state` is 70000 bytes, over its limit of 65536 bytes","param":"state","details":{"what":"state","size":70000,"limit":65536}}}"#;
         let e = WireError::parse(413, body).into_error(413, None);
         assert_eq!(
             e,
@@ -1296,7 +1208,7 @@ mod tests {
             }
         );
 
-        let body = br#"{"error":{"code":"invalid_request","message":"invalid `id`: too long","param":"id"}}"#;
+        let body = br#"{"error":{"code":"invalid_request","message":"invalid `id`: too long","param":"id","details":{"param":"id","message":"too long"}}}"#;
         let e = WireError::parse(400, body).into_error(400, None);
         assert_eq!(
             e,

@@ -463,6 +463,12 @@ pub struct TurnTask {
     pub effect_prefix: String,
     /// The turn, with its saved steps.
     pub turn: WorkflowTurn,
+    /// A turnwise extension: the most durable calls (steps, sleeps, signal waits) the turn
+    /// may hold, the engine's `Limits::steps_per_turn`. A worker refuses a call past it itself
+    /// (the server would answer `422 step_limit`). Absent from servers that do not send it;
+    /// then the wire's 64 ([`crate::context::MAX_STEPS`]) applies. LBB clients ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps_max: Option<u64>,
 }
 
 /// The answer to a claim: a task, or `null` when nothing was ready in time.

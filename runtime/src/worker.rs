@@ -2,8 +2,10 @@
 //!
 //! A worker has `concurrency` slots (default 1). Each free slot long-polls one claim; each
 //! claimed turn runs in its own task with a lease heartbeat every third of the lease. A turn
-//! whose lease is lost (404/409 on any turn route, or any heartbeat failure) stops silently;
-//! the server hands it out again. Stopping drains held turns for `drain` (default 30 s), then
+//! whose lease is lost ([`Error::is_lease_lost`] on any turn route, or any heartbeat failure)
+//! stops silently; the server hands it out again. A refusal ([`Error::is_refusal`]: a limit, a
+//! size, a conflict) fails the turn for good with the server's message; any other error fails
+//! the attempt retryably. Never by HTTP status. Stopping drains held turns for `drain` (default 30 s), then
 //! releases the rest with a `retry_at_ms` one second ahead, so another worker picks them up.
 
 use std::collections::HashMap;
@@ -21,7 +23,7 @@ use tracing::Instrument;
 use crate::backend::Backend;
 use crate::clock::{Clock, SystemClock};
 use crate::codec;
-use crate::context::{Interrupt, Turn, TurnShared};
+use crate::context::{Interrupt, Turn, TurnShared, MAX_STEPS};
 use crate::error::Error;
 use crate::protocol::*;
 use crate::workflow::{TurnError, Workflow, WorkflowError};
@@ -474,6 +476,9 @@ impl Worker {
                 heartbeats,
                 progress_every: self.options.progress_every,
                 clock: self.clock.clone(),
+                steps_max: task
+                    .steps_max
+                    .map_or(MAX_STEPS, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             });
             let every = Duration::from_millis((task.lease_ms / 3).max(20));
             let beat_timeout = Duration::from_millis((task.lease_ms / 3).max(50));
@@ -548,8 +553,14 @@ impl Worker {
         };
         match self.backend.complete(req).await {
             Ok(_) => tracing::debug!("turn completed"),
-            Err(e) if matches!(e.status(), 404 | 409) => {
+            Err(e) if e.is_lease_lost() => {
                 tracing::debug!(error = %e, "turn lost before completing")
+            }
+            // A refused completion (a state or reply over its limit, say) fails the turn for
+            // good with the server's message; anything else fails the attempt retryably.
+            Err(e) if e.is_refusal() => {
+                let why = format!("the completion was refused ({}): {e}", e.code());
+                self.fail(lease, TurnError::permanent(why)).await
             }
             Err(e) => self.fail(lease, TurnError::Retry(Box::new(e))).await,
         }
@@ -574,7 +585,9 @@ impl Worker {
         };
         match self.backend.fail(req).await {
             Ok(_) => {}
-            Err(e) if matches!(e.status(), 404 | 409) => {}
+            Err(e) if e.is_lease_lost() => {
+                tracing::debug!(error = %e, "turn lost before failing")
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "reporting the failure failed; the lease will expire")
             }

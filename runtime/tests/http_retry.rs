@@ -36,11 +36,13 @@ fn ok(body: Value) -> Reply {
     reply(200, body)
 }
 
+/// A `503 store_unavailable` as a turnwise server sends it, the error's field in `details`.
 fn unavailable() -> Reply {
     reply(
         503,
         json!({"error": {"type": "api_error", "code": "store_unavailable",
-                          "message": "store error: busy", "request_id": null, "doc_url": null}}),
+                          "message": "store error: busy", "request_id": null, "doc_url": null,
+                          "details": {"message": "busy"}}}),
     )
 }
 
@@ -986,27 +988,33 @@ async fn errors_map_to_the_engine_variants() {
         }
         reply(status, json!({ "error": e }))
     };
+    // The envelopes as a turnwise server sends them: the variant's fields in `details`.
     let server = Scripted::start(vec![
         env(
             409,
             "turn_lease_lost",
             "turn 1 of `w-1` is not held by this token: the lease expired",
-            json!({}),
+            json!({"details": {"workflow_id": "w-1", "turn": 1, "reason": "the lease expired"}}),
         ),
-        env(404, "not_found", "instance `w-1` was not found", json!({})),
+        env(
+            404,
+            "not_found",
+            "instance `w-1` was not found",
+            json!({"details": {"what": "instance `w-1`"}}),
+        ),
         env(
             400,
             "invalid_request",
             "invalid `position`: must be 0",
-            json!({"param": "position"}),
+            json!({"param": "position", "details": {"param": "position", "message": "must be 0"}}),
         ),
         env(
             413,
             "payload_too_large",
             "`output` is 70000 bytes, over its limit of 65536 bytes",
-            json!({"param": "output"}),
+            json!({"param": "output", "details": {"what": "output", "size": 70000, "limit": 65536}}),
         ),
-        env(409, "limit_reached", "64 steps", json!({})),
+        env(422, "step_limit", "64 steps", json!({})),
         env(409, "inbox_full", "128 pending", json!({})),
         env(409, "signal_limit", "64 signals", json!({})),
         env(
@@ -1056,7 +1064,7 @@ async fn errors_map_to_the_engine_variants() {
         }
     );
     let e = http.checkpoint(step()).await.unwrap_err();
-    assert_eq!((e.status(), e.code()), (409, "limit_reached"));
+    assert_eq!((e.status(), e.code()), (422, "step_limit"));
     assert!(matches!(e, Error::LimitReached { limit: "steps", .. }));
     let e = http.send_message(message()).await.unwrap_err();
     assert!(matches!(

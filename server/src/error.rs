@@ -121,22 +121,19 @@ impl ApiError {
 }
 
 impl From<turnwise::Error> for ApiError {
+    /// The envelope of an engine error: its status, code, message and `param`, and its
+    /// fields as `details`, from which a client rebuilds the same variant
+    /// ([`turnwise::Error::from_wire`]) without reading the message.
     fn from(e: turnwise::Error) -> Self {
         let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let param = match &e {
-            turnwise::Error::Invalid { param, .. } => Some(param.clone()),
-            turnwise::Error::TooLarge { what, .. } => Some(what.clone()),
-            _ => None,
-        };
-        let retryable = e.is_retryable();
         Self(Box::new(Repr {
             status,
             code: Cow::Owned(e.code().to_owned()),
             message: e.to_string(),
-            param,
-            retryable,
+            param: e.param().map(str::to_owned),
+            retryable: e.is_retryable(),
             retry_after: (status == StatusCode::SERVICE_UNAVAILABLE).then_some(1),
-            details: None,
+            details: e.wire_details(),
         }))
     }
 }
@@ -191,6 +188,11 @@ mod tests {
         let body = e.body("req_2");
         assert_eq!(body["error"]["code"], "turn_lease_lost");
         assert_eq!(body["error"]["retryable"], false);
+        // The variant's fields travel as details, for the client to rebuild it unparsed.
+        assert_eq!(
+            body["error"]["details"],
+            json!({"workflow_id": "c-1", "turn": 1, "reason": "the lease expired"})
+        );
         assert_eq!(body["error"]["doc_url"], Value::Null);
         assert!(body["error"].get("retry_after_seconds").is_none());
 

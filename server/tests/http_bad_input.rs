@@ -539,7 +539,8 @@ async fn a_stale_token_is_409_on_every_turn_route() {
             .await
             .err(409, "turn_lease_lost");
     }
-    // An invented token and an unknown turn are refused the same way or as not found.
+    // An invented token and an unknown instance are refused the same way: no token holds a
+    // turn that is not there.
     let invented = json!({"workflow_id": "c-1", "turn": 1, "token": "wt_invented"});
     api.post("/v1/workflows/turns/heartbeat", invented)
         .await
@@ -547,7 +548,7 @@ async fn a_stale_token_is_409_on_every_turn_route() {
     let unknown = json!({"workflow_id": "nobody", "turn": 1, "token": "wt_x"});
     api.post("/v1/workflows/turns/heartbeat", unknown)
         .await
-        .err(404, "not_found");
+        .err(409, "turn_lease_lost");
     assert_eq!(api.snapshot("c-1").await, before, "nothing was written");
     let turn_after = api
         .get("/v1/workflows/instances/turn?id=c-1&turn=1")

@@ -20,7 +20,9 @@ use syn::{Block, Expr, ExprCall, ExprMethodCall, Lit, LitStr, Macro, Pat, Stmt, 
 use crate::ctxt::Ctxt;
 use crate::keys;
 
-/// The most durable calls a turn holds (the runtime's `MAX_STEPS`).
+/// The most durable calls a turn holds by default (a copy of the runtime's
+/// `turnwise::context::MAX_STEPS`, which the engine's `Limits::default` uses; the shared-rules
+/// crate of issue 13 gives both one home).
 pub(crate) const TURN_BUDGET: usize = 64;
 
 /// A durable call found in the body.

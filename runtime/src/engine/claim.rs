@@ -129,7 +129,11 @@ impl Engine {
                 }
                 return Ok(None);
             }
-            if !head.resume || head.attempt == 0 {
+            // A claim after a sleep, a signal wait or a `retry_at_ms` wait resumes the same
+            // attempt, and so the same run (wire.md §3.4: one run per attempt); any other
+            // claim starts a new attempt with a new run.
+            let resumed = head.resume && head.attempt > 0;
+            if !resumed {
                 head.attempt += 1;
             }
             head.resume = false;
@@ -140,14 +144,23 @@ impl Engine {
             head.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
             head.worker = Some(req.worker.clone());
             head.wait = None;
-            head.run = Some(TurnRun {
-                id: format!("{now:013}-{}-{}", inst.id, head.number),
-                started_at_ms: now,
-                queue_before: inst.pending.len() as u64,
-                ended_at_ms: None,
-                queue_after: None,
-                usage: None,
-            });
+            match head.run.as_mut() {
+                Some(run) if resumed => {
+                    // Running again: the release that suspended it did not end it.
+                    run.ended_at_ms = None;
+                    run.queue_after = None;
+                }
+                _ => {
+                    head.run = Some(TurnRun {
+                        id: format!("{now:013}-{}-{}", inst.id, head.number),
+                        started_at_ms: now,
+                        queue_before: inst.pending.len() as u64,
+                        ended_at_ms: None,
+                        queue_after: None,
+                        usage: None,
+                    })
+                }
+            }
             rules::touch(&mut head, now);
             inst.due_at_ms = rules::due_at(&inst, Some(&head), now);
             let task = TurnTask {
@@ -157,6 +170,7 @@ impl Engine {
                 lease_ms: inst.lease_ms,
                 effect_prefix: head.effect_prefix.clone(),
                 turn: rules::turn_view(&inst, &head),
+                steps_max: Some(self.inner.config.limits.steps_per_turn as u64),
             };
             if self
                 .commit(Some(read_rev), &mut inst, vec![head], Relaxed)

@@ -33,7 +33,9 @@ use crate::store::{
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
-    /// Steps (including sleeps and signal waits) per turn. Default 64.
+    /// Steps (including sleeps and signal waits) per turn. Default
+    /// [`MAX_STEPS`](crate::context::MAX_STEPS) (64). Claims carry it to workers (the task's
+    /// `steps_max`), whose step context enforces it.
     pub steps_per_turn: usize,
     /// Saved state, bytes of compact JSON. Default 64 KiB.
     pub state_bytes: usize,
@@ -62,7 +64,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            steps_per_turn: 64,
+            steps_per_turn: crate::context::MAX_STEPS,
             state_bytes: 64 * 1024,
             output_bytes: 64 * 1024,
             result_bytes: 64 * 1024,

@@ -14,13 +14,16 @@ use crate::validate;
 
 const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
 
+/// The step limit (`Limits::steps_per_turn`, carried to workers as the task's `steps_max`):
+/// `422 step_limit`, so that every worker fails the attempt with this message instead of
+/// taking it for a lost turn.
 fn steps_limit(position: u32, limit: usize) -> Result<()> {
     if position as usize >= limit {
         return Err(Error::LimitReached {
             limit: "steps",
             message: format!(
-                "a turn holds at most {limit} steps and position {position} is past that; \
-                 continue the work in a new turn with a continuation"
+                "a turn holds at most {limit} steps (steps_per_turn) and position {position} is \
+                 past that; continue the work in a new turn with a continuation"
             ),
         });
     }
@@ -54,11 +57,31 @@ enum Decision {
 }
 
 impl Engine {
-    /// Read the instance and turn a lease names.
+    /// Read the instance and turn a lease names. Where either does not exist (deleted,
+    /// pruned, or never there) no token holds the turn: the answer is `turn_lease_lost`, the
+    /// one error on which a worker ends the attempt quietly, not `not_found`.
     async fn leased(&self, lease: &Lease) -> Result<(InstanceRecord, TurnRecord)> {
         validate::identifier("workflow_id", &lease.workflow_id)?;
-        let inst = self.load(&lease.workflow_id).await?;
-        let turn = self.load_turn(&inst, lease.turn).await?;
+        let lost = |reason: &str| Error::LeaseLost {
+            workflow_id: lease.workflow_id.clone(),
+            turn: lease.turn,
+            reason: reason.to_owned(),
+        };
+        let inst = match self.load(&lease.workflow_id).await {
+            Err(Error::NotFound { .. }) => {
+                return Err(lost(
+                    "the instance does not exist (it was deleted, or never created)",
+                ))
+            }
+            r => r?,
+        };
+        let turn = match self.load_turn(&inst, lease.turn).await {
+            Err(Error::NotFound { .. }) if lease.turn <= inst.history_pruned_through => {
+                return Err(lost("the turn was pruned from history"))
+            }
+            Err(Error::NotFound { .. }) => return Err(lost("the turn does not exist")),
+            r => r?,
+        };
         Ok((inst, turn))
     }
 
