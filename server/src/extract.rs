@@ -28,7 +28,14 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            if timed_out(&e) {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    "the request body did not arrive within the body-read timeout; send the \
+                     whole body at once",
+                )
+            } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "payload_too_large",
@@ -41,6 +48,18 @@ where
         })?;
         parse_json(&bytes).map(Body)
     }
+}
+
+/// Whether reading the body failed on its read deadline ([`crate::conn::BodyTimedOut`]).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.is::<crate::conn::BodyTimedOut>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// Parse a JSON object into `T`, naming the field at fault on failure.
@@ -72,7 +91,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();
         if inner.is_syntax() || inner.is_eof() {
-            return syntax_error(bytes, &inner);
+            return syntax_error(bytes, inner);
         }
         let path = e.path().to_string();
         if path == "." {
