@@ -6,10 +6,13 @@
 //! when unset, and enum values are the wire's lowercase words. The embedded engine, the HTTP
 //! server and the HTTP client all use these same types, so the shapes cannot drift apart.
 //!
-//! Request types are lenient on input the way the wire asks: an absent optional key means
-//! `null`, and unknown keys are ignored. JSON values supplied by users (`state`, `message`,
-//! step `output`, signal `value`, …) are kept as [`serde_json::Value`] with arbitrary-precision
-//! numbers, so nothing is rounded on the way through.
+//! Request types follow the wire's rules on input: an absent optional key means `null`, unknown
+//! keys are ignored, and a required key must be present even when its value is `null` (a
+//! request without `state`, `message`, `value`, `details` or `checkpoint` is refused, while
+//! `"state": null` is kept). Typed fields (`usage`, `results`) must have their documented shape.
+//! JSON values supplied by users (`state`, `message`, step `output`, signal `value`, …) are kept
+//! as [`serde_json::Value`] with arbitrary-precision numbers, so nothing is rounded on the way
+//! through.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -143,6 +146,48 @@ wire_enum! {
     }
 }
 
+/// `Serialize` and a `Deserialize` that takes only a JSON object for each named struct, which
+/// derives both with `#[serde(remote = "Self")]`. A derived `Deserialize` also takes an array
+/// of the fields in order (`[1, 2]` for `{"calls": 1, "errors": 2}`), which the wire never
+/// means.
+macro_rules! object_only {
+    ($($ty:ident),+ $(,)?) => {$(
+        impl Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                $ty::serialize(self, s)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct Object;
+                impl<'de> serde::de::Visitor<'de> for Object {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str("a JSON object")
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(
+                        self,
+                        map: A,
+                    ) -> Result<$ty, A::Error> {
+                        $ty::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    }
+                }
+                d.deserialize_map(Object)
+            }
+        }
+    )+};
+}
+
+object_only!(
+    WorkflowRef,
+    Continuation,
+    RunUsage,
+    RunResultsReport,
+    RunResultCounts,
+    RunInput,
+);
+
 fn is_null(v: &Value) -> bool {
     v.is_null()
 }
@@ -197,8 +242,7 @@ pub struct MessageRequest {
     pub workflow_id: String,
     /// The caller's message id, the idempotency key (`continue-` is reserved).
     pub id: String,
-    /// The message; always sent, `null` allowed.
-    #[serde(default)]
+    /// The message; required, `null` allowed.
     pub message: Value,
     /// Where it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -416,6 +460,7 @@ pub struct TurnQuery {
 
 /// A (workflow type, version) pair a worker can run.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct WorkflowRef {
     /// The definition name.
     pub workflow_type: String,
@@ -499,23 +544,14 @@ pub struct OperationRequest {
     pub position: u32,
     /// The step key.
     pub key: String,
-    /// What kind of work it is.
-    #[serde(default = "default_op_kind")]
+    /// What kind of work it is (the LBB client sends `step` unless told otherwise).
     pub kind: OperationKind,
-    /// Per-attempt deadline (100 ms – 24 h; default 300 000).
-    #[serde(default = "default_timeout_ms")]
+    /// Per-attempt deadline (100 ms – 24 h; the LBB client sends 300 000 unless told
+    /// otherwise).
     pub timeout_ms: u64,
     /// No progress for this long ends the attempt (100 ms – `timeout_ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_timeout_ms: Option<u64>,
-}
-
-fn default_op_kind() -> OperationKind {
-    OperationKind::Step
-}
-
-fn default_timeout_ms() -> u64 {
-    300_000
 }
 
 /// `POST /v1/workflows/turns/progress`: report progress and a resume cursor.
@@ -528,11 +564,9 @@ pub struct ProgressRequest {
     pub key: String,
     /// 1, 2, 3… per operation.
     pub sequence: u64,
-    /// The progress-convention object or free JSON (≤ 8 KiB).
-    #[serde(default)]
+    /// The progress-convention object or free JSON (≤ 8 KiB); required, `null` allowed.
     pub details: Value,
-    /// The resume cursor, `null` until there is one (≤ 32 KiB).
-    #[serde(default)]
+    /// The resume cursor, `null` until there is one (≤ 32 KiB); required.
     pub checkpoint: Value,
 }
 
@@ -583,16 +617,15 @@ pub struct SignalRequest {
     pub id: String,
     /// The signal name.
     pub name: String,
-    /// The value (≤ 32 KiB), `null` allowed.
-    #[serde(default)]
+    /// The value (≤ 32 KiB); required, `null` allowed.
     pub value: Value,
 }
 
 /// A continuation: the next message, appended at the inbox tail.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Continuation {
-    /// The next message; always present, `null` allowed.
-    #[serde(default)]
+    /// The next message; required, `null` allowed.
     pub message: Value,
 }
 
@@ -602,8 +635,7 @@ pub struct CompleteRequest {
     /// The lease.
     #[serde(flatten)]
     pub lease: Lease,
-    /// The new state; `null` is kept.
-    #[serde(default)]
+    /// The new state; required, and `null` is kept.
     pub state: Value,
     /// The reply; absent means `null`.
     #[serde(default, skip_serializing_if = "is_null")]
@@ -611,12 +643,12 @@ pub struct CompleteRequest {
     /// The next message, if the workflow continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuation: Option<Continuation>,
-    /// Usage of activity calls, accepted and kept on the turn's run.
+    /// Usage of activity calls, kept on the turn's run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Value>,
-    /// Run results reports are accepted and ignored.
+    pub usage: Option<RunUsage>,
+    /// The run's results report: checked ([`RunResultsReport`]), then not kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub results: Option<Value>,
+    pub results: Option<RunResultsReport>,
 }
 
 /// `POST /v1/workflows/turns/fail`: end an attempt with an error.
@@ -633,12 +665,12 @@ pub struct FailRequest {
     /// Wait until then without counting an attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at_ms: Option<Millis>,
-    /// Usage of activity calls.
+    /// Usage of activity calls, kept on the turn's run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Value>,
-    /// Run results reports are accepted and ignored.
+    pub usage: Option<RunUsage>,
+    /// The run's results report: checked ([`RunResultsReport`]), then not kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub results: Option<Value>,
+    pub results: Option<RunResultsReport>,
 }
 
 /// A saved step of a turn.
@@ -738,9 +770,133 @@ pub struct TurnRun {
     /// Pending messages after it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_after: Option<u64>,
-    /// Usage of activity calls, as the worker reported it.
+    /// Usage of activity calls, as the worker reported it. A stored usage that does not have
+    /// the [`RunUsage`] shape (written before it was checked) reads as absent.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "usage_or_none"
+    )]
+    pub usage: Option<RunUsage>,
+}
+
+/// `usage` as stored: the [`RunUsage`] shape, or absent when it has another one.
+fn usage_or_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<RunUsage>, D::Error> {
+    let v = Option::<Value>::deserialize(d)?;
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
+}
+
+/// `WorkflowRunUsage`: what a run's activity calls used, added up. Every counter is an optional
+/// integer ≥ 0; unknown keys are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+pub struct RunUsage {
+    /// Calls made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Value>,
+    pub calls: Option<u64>,
+    /// Calls that failed or gave no usable answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<u64>,
+    /// Input tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_in: Option<u64>,
+    /// Output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_out: Option<u64>,
+    /// Cost in millionths of a US dollar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_micro_usd: Option<u64>,
+}
+
+/// `WorkflowRunResultsReport`: the inputs a run handled and their counts by outcome, sent with
+/// a completion or a failure. At most [`RunResultsReport::MAX_INPUTS`] inputs and
+/// [`RunResultsReport::MAX_BYTES`] of JSON; the engine checks both, and the other limits of
+/// [`RunInput`], then does not keep the report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+pub struct RunResultsReport {
+    /// Every input the run handled, by outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<RunResultCounts>,
+    /// The first inputs of the run, in the order it named them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<RunInput>>,
+}
+
+impl RunResultsReport {
+    /// The most inputs a report lists.
+    pub const MAX_INPUTS: usize = 200;
+    /// The largest report, in bytes of compact JSON: 512 KiB.
+    pub const MAX_BYTES: usize = 512 * 1024;
+    /// The most values one input lists.
+    pub const MAX_VALUES: usize = 32;
+    /// The longest input `error`, in characters.
+    pub const MAX_ERROR_CHARS: usize = 500;
+}
+
+/// `WorkflowRunResultCounts`: inputs by outcome. Only these five keys; each an optional integer
+/// ≥ 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+#[serde(deny_unknown_fields)]
+pub struct RunResultCounts {
+    /// Inputs written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<u64>,
+    /// Inputs filed for review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<u64>,
+    /// Inputs with no value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_value: Option<u64>,
+    /// Inputs that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<u64>,
+    /// Inputs already written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<u64>,
+}
+
+wire_enum! {
+    /// What a run did with one input.
+    RunOutcome {
+        /// Written.
+        Written = "written",
+        /// Filed for review.
+        Review = "review",
+        /// Nothing to write.
+        NoValue = "no_value",
+        /// Failed.
+        Failed = "failed",
+        /// Already written.
+        Duplicate = "duplicate",
+    }
+}
+
+/// `WorkflowRunInput`: one input of a run's results report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
+pub struct RunInput {
+    /// What the run did with it.
+    pub outcome: RunOutcome,
+    /// The input's IRI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iri: Option<String>,
+    /// Its label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Why it failed (at most 500 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its model cost in millionths of a US dollar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_micro_usd: Option<u64>,
+    /// Where in a file its values are (an object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<serde_json::Map<String, Value>>,
+    /// What the run read or wrote (at most 32 values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<Value>>,
 }
 
 /// The normalized progress view.

@@ -28,7 +28,14 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            if timed_out(&e) {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    "the request body did not arrive within the body-read timeout; send the \
+                     whole body at once",
+                )
+            } else if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "payload_too_large",
@@ -41,6 +48,18 @@ where
         })?;
         parse_json(&bytes).map(Body)
     }
+}
+
+/// Whether reading the body failed on its read deadline ([`crate::conn::BodyTimedOut`]).
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.is::<crate::conn::BodyTimedOut>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// Parse a JSON object into `T`, naming the field at fault on failure.
@@ -57,7 +76,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             // Tell malformed JSON apart from well-formed JSON of the wrong shape.
             let what = match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
                 Ok(_) => "the request body must be a JSON object".to_owned(),
-                Err(e) => format!("the request body is not valid JSON: {e}"),
+                Err(e) => return Err(syntax_error(bytes, &e)),
             };
             return Err(ApiError::invalid(None, what));
         }
@@ -72,7 +91,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let inner = e.inner();
         if inner.is_syntax() || inner.is_eof() {
-            return ApiError::invalid(None, format!("the request body is not valid JSON: {inner}"));
+            return syntax_error(bytes, inner);
         }
         let path = e.path().to_string();
         if path == "." {
@@ -93,6 +112,54 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     de.end()
         .map_err(|e| ApiError::invalid(None, format!("the request body is not valid JSON: {e}")))?;
     Ok(value)
+}
+
+/// How many arrays and objects the JSON parser accepts inside one another: serde_json refuses
+/// the 128th level.
+pub const PARSER_MAX_DEPTH: usize = 127;
+
+/// The `400` for a body that does not parse: one that nests past the parser's limit says so,
+/// anything else quotes the parser.
+fn syntax_error(bytes: &[u8], e: &serde_json::Error) -> ApiError {
+    if nesting_depth(bytes) > PARSER_MAX_DEPTH {
+        return ApiError::invalid(
+            None,
+            format!(
+                "the request body nests more than {PARSER_MAX_DEPTH} arrays/objects deep, past \
+                 what this server parses; user values may nest at most {} levels",
+                turnwise::validate::MAX_DEPTH
+            ),
+        );
+    }
+    ApiError::invalid(None, format!("the request body is not valid JSON: {e}"))
+}
+
+/// The deepest nesting of `[` and `{` in JSON text, outside strings; a scan of the bytes that
+/// works whatever the depth and whether or not the text is valid.
+fn nesting_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// A `400` naming the field a deserialization error is about.
@@ -194,6 +261,14 @@ pub fn namespace(query: &str) -> Result<String, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nesting_depth_skips_strings() {
+        assert_eq!(nesting_depth(b"1"), 0);
+        assert_eq!(nesting_depth(br#"{"a": [1, {"b": []}]}"#), 4);
+        assert_eq!(nesting_depth(br#"{"a": "[[[{\"[["}"#), 1);
+        assert_eq!(nesting_depth(&[b'['; 500]), 500);
+    }
 
     #[test]
     fn a_query_without_graph_or_stack_addresses_the_default_namespace() {

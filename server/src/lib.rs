@@ -25,6 +25,7 @@
 //! ```
 
 mod answer;
+mod conn;
 mod extract;
 mod routes;
 
@@ -51,6 +52,26 @@ pub use crate::schemas::{SchemaDocument, SchemaRegistry};
 
 /// The largest request body accepted by default: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// How long a connection may take to send a request head (request line and headers) by
+/// default: 10 s from its first byte, or from the connection's start for its first request.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a request body may take to arrive by default: 30 s from its head. The handler's
+/// own time (a claim's long-poll) does not count.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a kept-alive connection may stay idle between requests by default: 60 s.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many connections are served at once by default; more wait until one closes.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// The longest request target (path and query) accepted: 8 KiB (`414` past it).
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// The most header bytes (names and values) a request may carry: 32 KiB (`431` past it).
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 
 /// A shutdown signal shared by the routes and the caller of [`serve`].
 ///
@@ -105,6 +126,19 @@ pub struct ServerOptions {
     pub body_limit: usize,
     /// Fired when the server stops; see [`Shutdown`].
     pub shutdown: Shutdown,
+    /// How long a connection may take to send a request head: from its start for its first
+    /// request, from the head's first byte after that. The connection is then closed (with a
+    /// `408` when part of a head had come). Default [`DEFAULT_HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+    /// How long a request body may take to arrive, from the end of its head: `408` past it.
+    /// Default [`DEFAULT_BODY_READ_TIMEOUT`].
+    pub body_read_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request before it is closed.
+    /// Default [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// How many connections [`serve_with`] serves at once; a further connection waits in the
+    /// listen backlog until one closes. Default [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
 }
 
 impl Default for ServerOptions {
@@ -113,6 +147,10 @@ impl Default for ServerOptions {
             api_token: None,
             body_limit: DEFAULT_BODY_LIMIT,
             shutdown: Shutdown::new(),
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -133,6 +171,30 @@ impl ServerOptions {
     /// Use this shutdown signal.
     pub fn with_shutdown(mut self, shutdown: Shutdown) -> Self {
         self.shutdown = shutdown;
+        self
+    }
+
+    /// Close a connection that takes longer than this to send a request head.
+    pub fn with_header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// Refuse with `408` a request whose body takes longer than this to arrive.
+    pub fn with_body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.body_read_timeout = timeout;
+        self
+    }
+
+    /// Close a kept-alive connection idle for this long.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Serve at most this many connections at once (at least 1).
+    pub fn with_max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
         self
     }
 }
@@ -168,48 +230,34 @@ pub fn router(engine: Engine, options: ServerOptions) -> Router {
         .with_state(state)
 }
 
-/// Serve `router` on `listener` until `shutdown` completes, then stop accepting connections and
-/// let the requests in flight finish (at most [`SHUTDOWN_GRACE`]).
-///
-/// A request is acknowledged only after the engine committed it, so stopping loses nothing
-/// that was acknowledged; a request cut off by the grace period was never answered, and its
-/// client retries it.
+/// [`serve_with`] with the default connection limits and timeouts of [`ServerOptions`].
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
-    let signal = async move {
-        shutdown.await;
-        let _ = fired_tx.send(());
-    };
-    // Small request/response pairs: don't let Nagle's algorithm hold a segment back.
-    let listener =
-        axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-            if let Err(e) = stream.set_nodelay(true) {
-                tracing::debug!(error = %e, "TCP_NODELAY could not be set on a connection");
-            }
-        });
-    let server = axum::serve(listener, router).with_graceful_shutdown(signal);
-    let server = std::future::IntoFuture::into_future(server);
-    tokio::pin!(server);
-    tokio::select! {
-        res = &mut server => res,
-        () = async {
-            if fired_rx.await.is_ok() {
-                tokio::time::sleep(SHUTDOWN_GRACE).await;
-            } else {
-                std::future::pending::<()>().await;
-            }
-        } => {
-            tracing::warn!(
-                "requests still in flight {}s after shutdown began; stopping without them",
-                SHUTDOWN_GRACE.as_secs()
-            );
-            Ok(())
-        }
-    }
+    serve_with(listener, router, &ServerOptions::default(), shutdown).await
+}
+
+/// Serve `router` on `listener` until `shutdown` completes, then stop accepting connections and
+/// let the requests in flight finish (at most [`SHUTDOWN_GRACE`]).
+///
+/// The connection limits come from `options`: [`ServerOptions::header_read_timeout`],
+/// [`ServerOptions::body_read_timeout`], [`ServerOptions::idle_timeout`] and
+/// [`ServerOptions::max_connections`] (pass the options the router was made with). An error
+/// accepting a connection (out of file descriptors, say) pauses the accept loop, from 10 ms
+/// doubling up to 1 s, and never stops the server.
+///
+/// A request is acknowledged only after the engine committed it, so stopping loses nothing
+/// that was acknowledged; a request cut off by the grace period was never answered, and its
+/// client retries it.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    options: &ServerOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    conn::serve(listener, router, options, shutdown).await
 }
 
 /// How long a graceful shutdown waits for requests in flight.
@@ -228,6 +276,20 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 
 /// The refusal of a request without the configured bearer token, if it is one.
 fn authenticate(options: &ServerOptions, req: &Request) -> Option<ApiError> {
+    let mut given = req
+        .headers()
+        .get_all(axum::http::header::AUTHORIZATION)
+        .iter();
+    if given.next().is_some() && given.next().is_some() {
+        // Which one would count is ambiguous, whether or not a token is configured.
+        return Some(
+            ApiError::invalid(
+                None,
+                "the request has more than one Authorization header; send exactly one",
+            )
+            .with_param("authorization"),
+        );
+    }
     let expected = options.api_token.as_deref()?;
     let given = req
         .headers()
@@ -307,7 +369,8 @@ async fn request_context(
     // A clone of the URI shares its bytes with the request: no copy of the path.
     let uri = req.uri().clone();
     let path = uri.path();
-    let mut res = match authenticate(&options, &req) {
+    let refused = authenticate(&options, &req).or_else(|| too_large(&options, &req));
+    let mut res = match refused {
         Some(refused) => refused.into_response(),
         None => next.run(req).await,
     };
@@ -328,6 +391,13 @@ async fn request_context(
             }
         }
         res = json;
+        if matches!(status.as_u16(), 408 | 413) {
+            // The body was not read to its end: the connection cannot carry another request.
+            res.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                HeaderValue::from_static("close"),
+            );
+        }
         let latency_ms = started.elapsed().as_millis() as u64;
         if status.is_server_error() {
             tracing::warn!(
@@ -358,11 +428,64 @@ async fn request_context(
     res
 }
 
+/// The refusal of a request whose target or declared body is over its limit, before any of
+/// the body is read.
+fn too_large(options: &ServerOptions, req: &Request) -> Option<ApiError> {
+    let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if target > MAX_URI_BYTES {
+        return Some(ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!(
+                "the request target is {target} bytes; this server accepts at most \
+                 {MAX_URI_BYTES}"
+            ),
+        ));
+    }
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len())
+        .sum();
+    if headers > MAX_HEADER_BYTES {
+        return Some(ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "request_header_fields_too_large",
+            format!(
+                "the request headers are {headers} bytes; this server accepts at most \
+                 {MAX_HEADER_BYTES}"
+            ),
+        ));
+    }
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    (declared > options.body_limit as u64).then(|| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "the request body is {declared} bytes (content-length), larger than the {} \
+                 this server accepts; keep large data elsewhere and send a reference",
+                options.body_limit
+            ),
+        )
+    })
+}
+
 fn generic_code(status: StatusCode) -> &'static str {
     match status.as_u16() {
         404 => "not_found",
         405 => "method_not_allowed",
+        408 => "request_timeout",
         413 => "payload_too_large",
+        414 => "uri_too_long",
+        431 => "request_header_fields_too_large",
         415 => "unsupported_media_type",
         s if s >= 500 => "internal_error",
         _ => "invalid_request",

@@ -2,18 +2,22 @@
 //!
 //! ```text
 //! turnwise serve --db turnwise.db [--bind 127.0.0.1:7400] [--api-token TOKEN]
+//!                [--header-read-timeout SECS] [--body-read-timeout SECS] [--idle-timeout SECS]
+//!                [--max-connections N]
 //! ```
 //!
-//! The token may also come from `TURNWISE_API_TOKEN`. Without one the server listens on loopback
+//! The token may also come from `TURNWISE_API_TOKEN`, and each limit from its environment
+//! variable (`TURNWISE_HEADER_READ_TIMEOUT`, …; see `docs/http.md`). Without one the server listens on loopback
 //! addresses only. Logs go to stderr (`RUST_LOG` filters them, default `info`); once listening,
 //! the server prints `turnwise listening on http://<addr>` on stdout.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use turnwise_server::{router, serve, ServerOptions, Shutdown};
+use turnwise_server::{router, serve_with, ServerOptions, Shutdown};
 
 /// jemalloc rather than the platform's allocator: the engine's records are allocated on the
 /// runtime's threads and freed on the store's writer thread, a pattern glibc's malloc serves
@@ -58,6 +62,35 @@ struct ServeArgs {
     /// The largest request body in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = turnwise_server::DEFAULT_BODY_LIMIT)]
     body_limit: usize,
+    /// Close a connection that takes longer than this to send a request head (seconds).
+    #[arg(long, value_name = "SECS", env = "TURNWISE_HEADER_READ_TIMEOUT",
+          default_value = "10", value_parser = seconds)]
+    header_read_timeout: Duration,
+    /// Refuse with 408 a request body that takes longer than this to arrive (seconds).
+    #[arg(long, value_name = "SECS", env = "TURNWISE_BODY_READ_TIMEOUT",
+          default_value = "30", value_parser = seconds)]
+    body_read_timeout: Duration,
+    /// Close a kept-alive connection idle for this long (seconds).
+    #[arg(long, value_name = "SECS", env = "TURNWISE_IDLE_TIMEOUT",
+          default_value = "60", value_parser = seconds)]
+    idle_timeout: Duration,
+    /// Serve at most this many connections at once; more wait until one closes.
+    #[arg(long, value_name = "N", env = "TURNWISE_MAX_CONNECTIONS",
+          default_value_t = turnwise_server::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..u32::MAX as u64))]
+    max_connections: u64,
+}
+
+/// A positive number of seconds, fractions allowed.
+fn seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(format!("{s:?}: the timeout must be more than 0 seconds"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -122,11 +155,15 @@ async fn run(args: ServeArgs) -> Result<(), String> {
     let shutdown = Shutdown::new();
     let mut options = ServerOptions::default()
         .with_body_limit(args.body_limit)
+        .with_header_read_timeout(args.header_read_timeout)
+        .with_body_read_timeout(args.body_read_timeout)
+        .with_idle_timeout(args.idle_timeout)
+        .with_max_connections(args.max_connections as usize)
         .with_shutdown(shutdown.clone());
     if let Some(token) = token {
         options = options.with_token(token);
     }
-    let app = router(engine, options);
+    let app = router(engine, options.clone());
 
     tracing::info!(addr = %local, db = %args.db.display(), "turnwise listening");
     println!("turnwise listening on http://{local}");
@@ -141,7 +178,7 @@ async fn run(args: ServeArgs) -> Result<(), String> {
         tracing::warn!("second signal: stopping now");
         std::process::exit(130);
     });
-    serve(listener, app, shutdown.wait_owned())
+    serve_with(listener, app, &options, shutdown.wait_owned())
         .await
         .map_err(|e| format!("the server failed: {e}"))?;
     tracing::info!("stopped");

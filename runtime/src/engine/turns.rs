@@ -48,6 +48,70 @@ fn next_position(workflow_id: &str, turn: &TurnRecord, position: u32, key: &str)
     Ok(())
 }
 
+/// Check a run's results report against the limits of [`RunResultsReport`]: at most 200
+/// inputs, 32 values and a 500-character error per input, user values within the nesting
+/// limit, and 512 KiB in all. The report's shape is checked by its type.
+fn check_results(results: Option<&RunResultsReport>) -> Result<()> {
+    let Some(report) = results else {
+        return Ok(());
+    };
+    let inputs = report.inputs.as_deref().unwrap_or_default();
+    if inputs.len() > RunResultsReport::MAX_INPUTS {
+        return Err(Error::invalid(
+            "results.inputs",
+            format!(
+                "{} inputs are listed; a results report lists at most {} (count the rest in \
+                 `counts`)",
+                inputs.len(),
+                RunResultsReport::MAX_INPUTS
+            ),
+        ));
+    }
+    for (i, input) in inputs.iter().enumerate() {
+        if let Some(error) = &input.error {
+            let n = error.chars().count();
+            if n > RunResultsReport::MAX_ERROR_CHARS {
+                return Err(Error::invalid(
+                    format!("results.inputs[{i}].error"),
+                    format!(
+                        "it is {n} characters long; an input's error is at most {}",
+                        RunResultsReport::MAX_ERROR_CHARS
+                    ),
+                ));
+            }
+        }
+        if let Some(region) = &input.region {
+            for v in region.values() {
+                validate::nesting(&format!("results.inputs[{i}].region"), v)?;
+            }
+        }
+        if let Some(values) = &input.values {
+            if values.len() > RunResultsReport::MAX_VALUES {
+                return Err(Error::invalid(
+                    format!("results.inputs[{i}].values"),
+                    format!(
+                        "{} values are listed; an input lists at most {}",
+                        values.len(),
+                        RunResultsReport::MAX_VALUES
+                    ),
+                ));
+            }
+            for (j, v) in values.iter().enumerate() {
+                validate::nesting(&format!("results.inputs[{i}].values[{j}]"), v)?;
+            }
+        }
+    }
+    let size = validate::serialized_len(report);
+    if size > RunResultsReport::MAX_BYTES {
+        return Err(Error::TooLarge {
+            what: "results".to_owned(),
+            size,
+            limit: RunResultsReport::MAX_BYTES,
+        });
+    }
+    Ok(())
+}
+
 /// What a turn route decided, given the instance and turn as they stand.
 enum Decision {
     /// Answer with the turn as it is; nothing to write (an exact repeat).
@@ -338,6 +402,7 @@ impl Engine {
         if let Some(c) = &req.continuation {
             validate::size("continuation.message", &c.message, limits.message_bytes)?;
         }
+        check_results(req.results.as_ref())?;
         let digest = rules::completion_digest(
             &req.state,
             &req.result,
@@ -393,6 +458,7 @@ impl Engine {
                 "cannot be combined with non_retryable: true",
             ));
         }
+        check_results(req.results.as_ref())?;
         let error: String = req.error.chars().take(1000).collect();
         let config = &self.inner.config;
         self.on_turn(&req.lease, |inst, turn, now| {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
-use turnwise_server::{router, serve, ServerOptions, Shutdown};
+use turnwise_server::{router, serve_with, ServerOptions, Shutdown};
 
 /// One HTTP answer: status, headers and the JSON body (`null` when empty or not JSON).
 #[derive(Debug)]
@@ -237,9 +237,10 @@ pub async fn start_with(
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = router(engine, options);
+    let app = router(engine, options.clone());
     let stop = shutdown.clone();
-    let task = tokio::spawn(serve(listener, app, stop.wait_owned()));
+    let task =
+        tokio::spawn(async move { serve_with(listener, app, &options, stop.wait_owned()).await });
     InProcess {
         api: Api::new(format!("http://{addr}"), token),
         shutdown,
