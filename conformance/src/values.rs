@@ -74,6 +74,19 @@ impl Stage {
     }
 }
 
+/// The seed in the environment variable `var` (to replay a run), or else one from the clock.
+/// Tests print it, so a failure can be replayed.
+pub fn seed_from_env(var: &str) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
+}
+
 /// The instance id [`climb`] uses for value number `i`.
 pub fn instance_id(i: usize) -> String {
     format!("value-{i}")

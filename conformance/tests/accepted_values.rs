@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use turnwise::Engine;
 use turnwise_conformance::values::{self, instance_id, Stage};
@@ -28,14 +28,7 @@ const ROUNDS: u64 = 4;
 const CHILD_LIFETIME: Duration = Duration::from_secs(60);
 
 fn seed() -> u64 {
-    std::env::var(SEED_ENV)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
+    values::seed_from_env(SEED_ENV)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -103,6 +103,36 @@ pub fn depth(v: &Value) -> usize {
     walk(v, MAX_DEPTH)
 }
 
+/// How deeply arrays and objects nest in the JSON `text`, counted by a scan of its bytes
+/// without recursion, so any depth can be measured. Brackets inside strings do not count; the
+/// text need not be valid JSON (the scan only counts). For telling why a parser refused a text,
+/// and for deciding whether a text is safe to decode without a recursion limit.
+pub fn text_depth(text: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Check that a user value nests at most [`MAX_DEPTH`] levels, naming the field.
 pub fn nesting(what: &str, v: &Value) -> Result<()> {
     if depth(v) > MAX_DEPTH {
@@ -269,6 +299,17 @@ mod tests {
         );
         // Dropping a value this deep recurses in serde_json; leak it in the test instead.
         std::mem::forget(deep);
+    }
+
+    #[test]
+    fn text_depth_ignores_brackets_in_strings() {
+        assert_eq!(text_depth(b"1"), 0);
+        assert_eq!(text_depth(br#"{"a":[1,{"b":"[[[{{"}]}"#), 3);
+        assert_eq!(text_depth(br#"["\"[[", "\\", []]"#), 2);
+        let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+        assert_eq!(text_depth(deep.as_bytes()), 300);
+        assert_eq!(text_depth(b"[[[ unfinished"), 3);
+        assert_eq!(text_depth(br#"{"a": "[[[{\"[["}"#), 1);
     }
 
     #[test]

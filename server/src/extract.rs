@@ -121,7 +121,7 @@ pub const PARSER_MAX_DEPTH: usize = 127;
 /// The `400` for a body that does not parse: one that nests past the parser's limit says so,
 /// anything else quotes the parser.
 fn syntax_error(bytes: &[u8], e: &serde_json::Error) -> ApiError {
-    if nesting_depth(bytes) > PARSER_MAX_DEPTH {
+    if turnwise::validate::text_depth(bytes) > PARSER_MAX_DEPTH {
         return ApiError::invalid(
             None,
             format!(
@@ -132,34 +132,6 @@ fn syntax_error(bytes: &[u8], e: &serde_json::Error) -> ApiError {
         );
     }
     ApiError::invalid(None, format!("the request body is not valid JSON: {e}"))
-}
-
-/// The deepest nesting of `[` and `{` in JSON text, outside strings; a scan of the bytes that
-/// works whatever the depth and whether or not the text is valid.
-fn nesting_depth(bytes: &[u8]) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in bytes {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 /// A `400` naming the field a deserialization error is about.
@@ -261,14 +233,6 @@ pub fn namespace(query: &str) -> Result<String, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nesting_depth_skips_strings() {
-        assert_eq!(nesting_depth(b"1"), 0);
-        assert_eq!(nesting_depth(br#"{"a": [1, {"b": []}]}"#), 4);
-        assert_eq!(nesting_depth(br#"{"a": "[[[{\"[["}"#), 1);
-        assert_eq!(nesting_depth(&[b'['; 500]), 500);
-    }
 
     #[test]
     fn a_query_without_graph_or_stack_addresses_the_default_namespace() {

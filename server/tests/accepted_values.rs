@@ -11,7 +11,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use common::*;
 use turnwise::Http;
@@ -24,14 +24,7 @@ const VALUES: usize = 32;
 const ROUNDS: u64 = 3;
 
 fn seed() -> u64 {
-    std::env::var(SEED_ENV)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
+    values::seed_from_env(SEED_ENV)
 }
 
 /// A client that does not retry: a killed server ends the climb at once.
