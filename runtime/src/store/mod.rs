@@ -299,7 +299,7 @@ pub enum StoreError {
         reason: String,
     },
     /// The file is held by another open store, in this process or another one: a file is
-    /// served by one store at a time (see [`SqliteStore`](crate::store::SqliteStore)). Nothing
+    /// served by one store at a time (see [`SqliteStore`]). Nothing
     /// was opened; the same call succeeds once the holder has closed the file or exited.
     #[error("{}", locked_message(path, lock, *pid))]
     Locked {
