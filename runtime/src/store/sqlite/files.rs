@@ -12,10 +12,11 @@
 //! **File identity.** When it opens, the store records the device and inode of the database
 //! file, its write-ahead log and the lock file. Deleting or replacing one of them under a
 //! running store leaves SQLite writing to a file that no longer has a name: every write would
-//! be answered and then lost when the process stops. So the writer compares the paths'
-//! identities with the recorded ones before each transaction, and the syncer after each sync;
-//! at the first difference the store refuses every write from then on (sticky), with an error
-//! naming the file, logged once at error level.
+//! be answered and then lost when the process stops. So the paths' identities are compared
+//! with the recorded ones before every durable answer: by the syncer after each sync, or,
+//! without a syncer, by the writer before each durable transaction. At the first difference
+//! the store refuses every write from then on (sticky, and read without a system call by every
+//! later transaction), with an error naming the file, logged once at error level.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -192,6 +193,17 @@ impl Health {
 
     /// Whether the store's files are still the ones it opened. The first difference found is
     /// logged and kept: from then on this fails with the same message.
+    /// What [`Health::check_files`] found so far, without looking again: `Err` once a file
+    /// was found deleted or replaced.
+    pub(super) fn verdict(&self) -> Result<(), Arc<str>> {
+        match self.lost.get() {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Compare the paths' identities with the recorded ones (a `stat` each), and remember a
+    /// difference for good.
     pub(super) fn check_files(&self) -> Result<(), Arc<str>> {
         if let Some(why) = self.lost.get() {
             return Err(why.clone());

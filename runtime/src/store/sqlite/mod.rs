@@ -325,8 +325,9 @@ impl SqliteOptions {
 /// # Storage faults
 ///
 /// The store records the device and inode of the database file, its write-ahead log and the
-/// lock file when it opens, and compares them with what the paths name before every write
-/// transaction, after every sync and in [`Store::health`]. If one was deleted or replaced, the
+/// lock file when it opens, and compares them with what the paths name before every durable
+/// answer (after every sync, or before every durable transaction without the sync thread) and
+/// in [`Store::health`]. If one was deleted or replaced, the
 /// writes would go to a file that no longer has a name and be lost when the process stops: so
 /// from then on every write fails with a [`StoreError`] naming the file (logged once at error
 /// level). [`Store::health`] also fails after a failed sync (for good) and after a failed write
