@@ -737,7 +737,7 @@ impl Answer {
 
     /// The body as a `T`.
     fn decode<T: DeserializeOwned>(&self) -> Result<T> {
-        match serde_json::from_slice(&self.body) {
+        match crate::store::json::from_slice(&self.body) {
             Ok(v) => Ok(v),
             Err(_) => decode(self.path, self.value()?),
         }
@@ -745,7 +745,7 @@ impl Answer {
 
     /// The body as a turn, or leniently as a stand-in turn (see [`lenient_turn`]).
     fn turn(&self, lease: &Lease, status: TurnStatus) -> Result<WorkflowTurn> {
-        match serde_json::from_slice(&self.body) {
+        match crate::store::json::from_slice(&self.body) {
             Ok(turn) => Ok(turn),
             Err(_) => Ok(lenient_turn(self.value()?, lease, status)),
         }
@@ -753,7 +753,7 @@ impl Answer {
 
     /// The body as a claim answer (see [`parse_claim`]).
     fn claim(&self) -> Result<ClaimResponse> {
-        match serde_json::from_slice(&self.body) {
+        match crate::store::json::from_slice(&self.body) {
             Ok(claimed) => Ok(claimed),
             Err(_) => parse_claim(self.value()?),
         }
@@ -765,7 +765,7 @@ fn parse_body(path: &str, body: &[u8]) -> Result<Value> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
-    serde_json::from_slice(body)
+    crate::store::json::from_slice(body)
         .map_err(|e| Error::Transport(format!("{path} answered a body that is not JSON: {e}")))
 }
 
@@ -880,7 +880,7 @@ impl WireError {
             message: text(),
             ..WireError::default()
         };
-        let Ok(Value::Object(mut root)) = serde_json::from_slice::<Value>(body) else {
+        let Ok(Value::Object(mut root)) = crate::store::json::from_slice::<Value>(body) else {
             return unstructured();
         };
         let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
@@ -935,7 +935,7 @@ impl Backend for Http {
     /// answers something else is asked for the instance with a read.
     async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance> {
         let answer = self.post(P_INSTANCES, &req, Retry::Yes, None).await?;
-        let instance = match serde_json::from_slice(&answer.body) {
+        let instance = match crate::store::json::from_slice(&answer.body) {
             Ok(instance) => Ok(instance),
             Err(_) => serde_json::from_value(answer.value()?),
         };

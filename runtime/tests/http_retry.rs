@@ -1112,3 +1112,18 @@ async fn connect_checks_the_base_url() {
     let builder = Http::builder("http://127.0.0.1:7400").token(Some("secret".to_owned()));
     assert!(!format!("{builder:?}").contains("secret"));
 }
+
+/// A value an older server stored deeper than serde_json's default recursion limit (128) is
+/// read back: the answer is parsed again without the limit, as stored records are.
+#[tokio::test]
+async fn an_answer_nesting_deeper_than_serde_jsons_default_limit_is_read() {
+    let mut state = json!(1);
+    for _ in 0..140 {
+        state = Value::Array(vec![state]);
+    }
+    let mut instance = instance_json();
+    instance["state"] = state.clone();
+    let server = Scripted::start(vec![ok(instance)]).await;
+    let read = server.client().get_instance("w-1").await.unwrap();
+    assert_eq!(read.state, state);
+}

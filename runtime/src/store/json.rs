@@ -18,6 +18,21 @@ use serde::de::DeserializeOwned;
 /// record this deep stays within a few hundred KiB of stack in a debug build.
 pub(crate) const MAX_RECORD_DEPTH: usize = 256;
 
+/// Parse a JSON answer as serde_json does, and if that fails on a text nesting deeper than
+/// serde_json's default recursion limit (128), decode it again as a stored record is (at most
+/// [`MAX_RECORD_DEPTH`] levels, without the limit). So a client reads what a server stored
+/// before the nesting limit existed; the common case costs nothing more.
+#[cfg(feature = "http")]
+pub(crate) fn from_slice<T: DeserializeOwned>(body: &[u8]) -> serde_json::Result<T> {
+    match serde_json::from_slice(body) {
+        Err(e) if crate::validate::text_depth(body) >= 128 => {
+            let text = std::str::from_utf8(body).map_err(|_| e)?;
+            decode(text).map_err(serde::de::Error::custom)
+        }
+        parsed => parsed,
+    }
+}
+
 /// Decode one stored record: without serde_json's recursion limit when the text nests at most
 /// [`MAX_RECORD_DEPTH`] levels, refused (with the reason) when it nests deeper.
 pub(crate) fn decode<T: DeserializeOwned>(text: &str) -> Result<T, String> {

@@ -16,8 +16,8 @@
 //!
 //! The contract has its own test suite (`runtime/tests/store_contract.rs`) that every store runs.
 
-#[cfg(feature = "sqlite")]
-mod json;
+#[cfg(any(feature = "sqlite", feature = "http"))]
+pub(crate) mod json;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;
