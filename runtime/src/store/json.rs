@@ -5,10 +5,9 @@
 //! nest more than [`MAX_DEPTH`](crate::validate::MAX_DEPTH) levels, which keeps new records far
 //! inside serde_json's default recursion limit of 128; but records written before that limit
 //! existed, by a Rust caller of the embedded engine or by an older server, may nest deeper. So
-//! records are decoded without serde_json's limit, after an iterative scan has measured how
-//! deeply the text nests: a record up to [`MAX_RECORD_DEPTH`] levels decodes (the recursion
-//! this costs is bounded by that depth), a deeper one is refused as unreadable without
-//! recursing into it.
+//! a record that serde_json refuses is measured by an iterative scan and decoded again without
+//! the limit: a record up to [`MAX_RECORD_DEPTH`] levels decodes (the recursion this costs is
+//! bounded by that depth), a deeper one is refused as unreadable without recursing into it.
 
 use serde::de::DeserializeOwned;
 
@@ -18,35 +17,36 @@ use serde::de::DeserializeOwned;
 /// record this deep stays within a few hundred KiB of stack in a debug build.
 pub(crate) const MAX_RECORD_DEPTH: usize = 256;
 
-/// Parse a JSON answer as serde_json does, and if that fails on a text nesting deeper than
-/// serde_json's default recursion limit (128), decode it again as a stored record is (at most
-/// [`MAX_RECORD_DEPTH`] levels, without the limit). So a client reads what a server stored
-/// before the nesting limit existed; the common case costs nothing more.
-#[cfg(feature = "http")]
-pub(crate) fn from_slice<T: DeserializeOwned>(body: &[u8]) -> serde_json::Result<T> {
-    match serde_json::from_slice(body) {
-        Err(e) if crate::validate::text_depth(body) >= 128 => {
-            let text = std::str::from_utf8(body).map_err(|_| e)?;
-            decode(text).map_err(serde::de::Error::custom)
-        }
-        parsed => parsed,
+/// Parse JSON as serde_json does, and if that fails on a text nesting 128 levels or more
+/// (serde_json's default recursion limit), parse it again without the limit when it nests at
+/// most [`MAX_RECORD_DEPTH`] levels; deeper, refuse it without recursing. The common case is
+/// one ordinary parse: the depth is only measured after a parse failed. Used for stored records
+/// and for the `Http` backend's answers, so what an older version stored still reads.
+pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
+    let first = match serde_json::from_slice(bytes) {
+        Err(e) => e,
+        parsed => return parsed,
+    };
+    let depth = crate::validate::text_depth(bytes);
+    if depth < 128 {
+        return Err(first);
     }
+    if depth > MAX_RECORD_DEPTH {
+        return Err(serde::de::Error::custom(format_args!(
+            "it nests {depth} levels deep, more than the {MAX_RECORD_DEPTH} a stored record may"
+        )));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    de.disable_recursion_limit();
+    let value = T::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
 }
 
-/// Decode one stored record: without serde_json's recursion limit when the text nests at most
-/// [`MAX_RECORD_DEPTH`] levels, refused (with the reason) when it nests deeper.
+/// Decode one stored record ([`from_slice`]), with the reason when it cannot be.
+#[cfg(feature = "sqlite")]
 pub(crate) fn decode<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    let depth = crate::validate::text_depth(text.as_bytes());
-    if depth > MAX_RECORD_DEPTH {
-        return Err(format!(
-            "it nests {depth} levels deep, more than the {MAX_RECORD_DEPTH} a stored record may"
-        ));
-    }
-    let mut de = serde_json::Deserializer::from_str(text);
-    de.disable_recursion_limit();
-    let value = T::deserialize(&mut de).map_err(|e| e.to_string())?;
-    de.end().map_err(|e| e.to_string())?;
-    Ok(value)
+    from_slice(text.as_bytes()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -227,8 +227,9 @@ impl SqliteOptions {
 ///
 /// # Records that cannot be read
 ///
-/// Records are decoded without serde_json's recursion limit, after a scan of how deeply they
-/// nest (at most 256 levels are decoded; the engine writes at most about 72). An instance with
+/// A record that serde_json's default decoder refuses for its depth is decoded again without
+/// the recursion limit, after a scan of how deeply it nests (at most 256 levels are decoded;
+/// the engine writes at most about 72). An instance with
 /// a record that still cannot be decoded is *quarantined*: its reads answer
 /// [`StoreError::Unreadable`], it leaves the schedule and listings, the problem is logged once,
 /// and every other instance is served. [`Store::delete_unreadable`] deletes it with all its

@@ -15,9 +15,14 @@
 use super::*;
 
 /// The quarantined instances and why each is.
+///
+/// Every read asks it first, so the common case (nothing quarantined) is one atomic load, not
+/// a lock shared by every reading thread.
 #[derive(Default)]
 pub(super) struct Quarantine {
     held: Mutex<HashMap<Key, String>>,
+    /// Whether `held` has any entry; written under its lock.
+    any: std::sync::atomic::AtomicBool,
 }
 
 impl Quarantine {
@@ -42,6 +47,7 @@ impl Quarantine {
             held.entry(key).or_insert(reason);
         }
         Ok(Self {
+            any: (!held.is_empty()).into(),
             held: Mutex::new(held),
         })
     }
@@ -55,10 +61,10 @@ impl Quarantine {
 
     /// `Err(Unreadable)` if `key` is quarantined.
     pub(super) fn check(&self, ns: &str, id: &str) -> Result<(), StoreError> {
-        let held = lock(&self.held);
-        if held.is_empty() {
+        if !self.any.load(Ordering::Acquire) {
             return Ok(());
         }
+        let held = lock(&self.held);
         match held.get(&(ns.to_owned(), id.to_owned())) {
             Some(reason) => Err(unreadable(ns, id, reason)),
             None => Ok(()),
@@ -67,13 +73,14 @@ impl Quarantine {
 
     /// Whether `key` is quarantined.
     pub(super) fn contains(&self, key: &Key) -> bool {
-        let held = lock(&self.held);
-        !held.is_empty() && held.contains_key(key)
+        self.any.load(Ordering::Acquire) && lock(&self.held).contains_key(key)
     }
 
     /// Lift the quarantine of `key` (its rows were deleted).
     pub(super) fn release(&self, key: &Key) {
-        lock(&self.held).remove(key);
+        let mut held = lock(&self.held);
+        held.remove(key);
+        self.any.store(!held.is_empty(), Ordering::Release);
     }
 
     /// Quarantine `key` because `reason` (a record of it failed to decode), take it off the
@@ -88,6 +95,7 @@ impl Quarantine {
                  refused and claims skip it, every other instance is served"
             );
             held.insert(key.clone(), reason.clone());
+            self.any.store(true, Ordering::Release);
         }
         schedule.remove(key);
         unreadable(&key.0, &key.1, &reason)
