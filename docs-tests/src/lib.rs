@@ -8,7 +8,11 @@
 // The documents are written for GitHub: their links are relative file links, and their prose
 // names types in angle brackets. Neither is rustdoc markup, so rustdoc's link and HTML checks
 // do not apply to them.
-#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags, rustdoc::bare_urls)]
+#![allow(
+    rustdoc::broken_intra_doc_links,
+    rustdoc::invalid_html_tags,
+    rustdoc::bare_urls
+)]
 
 macro_rules! documents {
     ($($(#[$attr:meta])* $name:ident => $path:literal,)*) => {

@@ -58,14 +58,12 @@ fn fences(text: &str) -> Vec<(usize, String)> {
 /// Whether rustdoc compiles a block with this info string as Rust (no tag, or only Rust
 /// attributes such as `rust`, `no_run`, `should_panic`, `compile_fail`, `edition2024`).
 fn is_rust(info: &str) -> bool {
-    info.split([',', ' '])
-        .filter(|t| !t.is_empty())
-        .all(|t| {
-            matches!(
-                t,
-                "rust" | "ignore" | "no_run" | "should_panic" | "compile_fail" | "test_harness"
-            ) || t.starts_with("edition")
-        })
+    info.split([',', ' ']).filter(|t| !t.is_empty()).all(|t| {
+        matches!(
+            t,
+            "rust" | "ignore" | "no_run" | "should_panic" | "compile_fail" | "test_harness"
+        ) || t.starts_with("edition")
+    })
 }
 
 #[test]
@@ -92,5 +90,8 @@ fn every_code_block_says_what_it_is_and_no_rust_block_is_skipped() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert!(rust_blocks > 0, "no Rust block found: the fence scan is broken");
+    assert!(
+        rust_blocks > 0,
+        "no Rust block found: the fence scan is broken"
+    );
 }
