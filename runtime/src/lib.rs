@@ -1,14 +1,70 @@
 //! turnwise: typed durable workflows.
 //!
-//! This crate holds the message-workflow protocol ([`Backend`]), the engine that enforces its
-//! rules ([`Engine`]) and the durable stores it runs on ([`store`]). An instance has a durable
-//! inbox of messages; each message is one *turn*, run by a worker under a lease, whose steps
-//! are checkpointed so that a retried or resumed attempt replays them instead of running them
-//! again.
+//! A workflow instance has a durable inbox of messages; each message is one *turn*, run by a
+//! worker under a lease, whose steps are checkpointed so that a retried or resumed attempt
+//! replays them instead of running them again. [`macro@workflow`] turns an `async fn` into a
+//! [`Workflow`]; a [`Worker`] runs its turns and a [`Handle`] starts instances, sends messages
+//! and reads results, over a [`Backend`]: the embedded [`Engine`] (in-process, over SQLite or
+//! memory) or `Http` (a turnwise server, feature `http`).
 //!
 //! # Example
 //!
-//! A worker's view of one turn, on the embedded engine over an in-memory store:
+//! A counter on the embedded engine over an in-memory store:
+//!
+//! ```
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//! use turnwise::prelude::*;
+//!
+//! /// The saved state; a new instance starts from `Count::default()`.
+//! #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+//! pub struct Count {
+//!     /// The running total.
+//!     pub count: u64,
+//! }
+//!
+//! /// A step: its output is saved, and a retry of the turn replays it.
+//! #[step]
+//! async fn add(amount: u64) -> Result<u64, TurnError> {
+//!     Ok(amount)
+//! }
+//!
+//! /// Adds each message to the count and replies with the new total.
+//! #[workflow(name = "counter", version = "v1")]
+//! pub async fn counter(ctx: &mut Turn, state: Count, amount: u64) -> Result<Done<Count, u64>, TurnError> {
+//!     let added = add(ctx, amount).await?;
+//!     let total = state.count + added;
+//!     Ok(Done::new(Count { count: total }).reply(total))
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), turnwise::Error> {
+//! let engine = Engine::in_memory(); // or Engine::open("app.db").await? for a SQLite file
+//! let handle = counter.start(&engine, "counter-1").await?;
+//! let first = handle.send(2, "request-1").await?.number;
+//! let second = handle.send(3, "request-2").await?.number;
+//!
+//! let worker = Worker::new(engine.clone()).register(counter);
+//! assert_eq!(worker.run_until_idle().await?, 2); // two turns, one attempt each
+//!
+//! assert_eq!(handle.reply(first).await?, Some(2));
+//! assert_eq!(handle.reply(second).await?, Some(5));
+//! assert_eq!(handle.state().await?, Count { count: 5 });
+//! let turn = handle.turn(second).await?;
+//! assert_eq!(turn.steps[0].key, "add"); // the saved step
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `docs/guide.md` in the repository walks through everything else: signals, sleeps,
+//! continuations, errors and retries, effect ids, workers in production and testing with
+//! [`testing::TestEnv`]. What the macros generate and check at compile time is in
+//! `docs/macros.md`; [`Workflow`] can also be implemented by hand.
+//!
+//! # The protocol underneath
+//!
+//! Handles and workers speak the message-workflow protocol through the [`Backend`] trait, whose
+//! calls and types ([`protocol`]) can be used directly. One turn, as a worker sees it:
 //!
 //! ```
 //! use serde_json::json;
@@ -18,72 +74,47 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), turnwise::Error> {
 //! let engine = Engine::in_memory();
-//! engine
-//!     .create_instance(CreateInstanceRequest {
-//!         id: "counter-1".into(),
-//!         workflow_type: "counter".into(),
-//!         version: "v1".into(),
-//!         state: json!({"count": 0}),
-//!         lease_ms: None,
-//!         max_attempts: None,
-//!         on_exhausted: None,
-//!     })
-//!     .await?;
-//! engine
-//!     .send_message(MessageRequest {
-//!         workflow_id: "counter-1".into(),
-//!         id: "request-1".into(),
-//!         message: json!({"add": 2}),
-//!         origin: None,
-//!     })
-//!     .await?;
+//! let create = CreateInstanceRequest {
+//!     id: "counter-1".into(),
+//!     workflow_type: "counter".into(),
+//!     version: "v1".into(),
+//!     state: json!({"count": 0}),
+//!     lease_ms: None,
+//!     max_attempts: None,
+//!     on_exhausted: None,
+//! };
+//! engine.create_instance(create).await?;
+//! let message = MessageRequest {
+//!     workflow_id: "counter-1".into(),
+//!     id: "request-1".into(),
+//!     message: json!({"add": 2}),
+//!     origin: None,
+//! };
+//! engine.send_message(message).await?;
 //!
-//! // A worker claims the turn, saves one step and completes it.
-//! let task = engine
-//!     .claim(ClaimRequest {
-//!         worker: "w1".into(),
-//!         workflows: vec![WorkflowRef::new("counter", "v1")],
-//!         wait_ms: 0,
-//!         include_execution_credential: None,
-//!     })
-//!     .await?
-//!     .task
-//!     .expect("the message is ready");
+//! let claim = ClaimRequest {
+//!     worker: "w1".into(),
+//!     workflows: vec![WorkflowRef::new("counter", "v1")],
+//!     wait_ms: 0,
+//!     include_execution_credential: None,
+//! };
+//! let task = engine.claim(claim).await?.task.expect("the message is ready");
 //! let lease = Lease { workflow_id: "counter-1".into(), turn: 1, token: task.token.clone() };
-//! engine
-//!     .checkpoint(CheckpointRequest {
-//!         lease: lease.clone(),
-//!         position: 0,
-//!         key: "add".into(),
-//!         kind: CheckpointKind::Step,
-//!         output: json!(2),
-//!         delay_ms: None,
-//!     })
-//!     .await?;
-//! engine
-//!     .complete(CompleteRequest {
-//!         lease,
-//!         state: json!({"count": 2}),
-//!         result: json!(2),
-//!         continuation: None,
-//!         usage: None,
-//!         results: None,
-//!     })
-//!     .await?;
-//!
-//! let instance = engine.get_instance("counter-1").await?;
-//! assert_eq!(instance.state, json!({"count": 2}));
-//! assert_eq!(instance.completed_turns, 1);
+//! let done = CompleteRequest {
+//!     lease,
+//!     state: json!({"count": 2}),
+//!     result: json!(2),
+//!     continuation: None,
+//!     usage: None,
+//!     results: None,
+//! };
+//! engine.complete(done).await?;
+//! assert_eq!(engine.get_instance("counter-1").await?.state, json!({"count": 2}));
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! # Defining workflows
-//!
-//! [`macro@workflow`] turns an `async fn` into a [`Workflow`], [`macro@step`] makes reusable
-//! steps and [`derive@Signal`] declares signals; they check keys, signatures, signals and
-//! replay determinism at compile time (see `docs/macros.md`). Implementing [`Workflow`] by
-//! hand works too.
+//! `docs/protocol.md` states the protocol's rules; `examples/protocol-demo` runs every call.
 //!
 //! # Feature flags
 //!
