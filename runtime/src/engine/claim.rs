@@ -5,8 +5,8 @@ use std::time::Duration;
 use super::rules::{self, Settled};
 use super::writes::reserved_type;
 use super::*;
+use crate::protocol::validate;
 use crate::store::Durability::{Durable, Relaxed};
-use crate::validate;
 
 /// How many due instances one scan looks at.
 const SCAN: usize = 32;

@@ -21,9 +21,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use crate::backend::Backend;
 use crate::clock::{Clock, SystemClock};
-use crate::error::{Error, Result};
+use crate::protocol::backend::Backend;
+use crate::protocol::error::{Error, Result};
 use crate::protocol::*;
 use crate::store::{
     CommitError, Durability, InstanceRecord, MemoryStore, Retention, Store, TurnRecord, WriteSet,
@@ -34,7 +34,7 @@ use crate::store::{
 #[non_exhaustive]
 pub struct Limits {
     /// Steps (including sleeps and signal waits) per turn. Default
-    /// [`MAX_STEPS`](crate::context::MAX_STEPS) (64). Claims carry it to workers (the task's
+    /// [`MAX_STEPS`](crate::protocol::validate::MAX_STEPS) (64). Claims carry it to workers (the task's
     /// `steps_max`), whose step context enforces it.
     pub steps_per_turn: usize,
     /// Saved state, bytes of compact JSON. Default 64 KiB.
@@ -64,7 +64,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            steps_per_turn: crate::context::MAX_STEPS,
+            steps_per_turn: crate::protocol::validate::MAX_STEPS,
             state_bytes: 64 * 1024,
             output_bytes: 64 * 1024,
             result_bytes: 64 * 1024,

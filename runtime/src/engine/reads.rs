@@ -2,8 +2,8 @@
 
 use super::rules;
 use super::*;
+use crate::protocol::validate;
 use crate::store::{InstanceFilter, TurnRange};
-use crate::validate;
 
 fn page_limit(limit: Option<u32>, max: u32) -> Result<usize> {
     let n = limit.unwrap_or(50.min(max));

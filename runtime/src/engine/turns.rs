@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use super::rules;
 use super::writes::{new_turn, turn_size};
 use super::*;
+use crate::protocol::validate;
 use crate::store::Durability::{Durable, Relaxed};
-use crate::validate;
 
 const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
 

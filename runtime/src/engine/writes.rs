@@ -4,8 +4,8 @@ use serde_json::{json, Value};
 
 use super::rules::{self, Settled};
 use super::*;
+use crate::protocol::validate;
 use crate::store::Durability::Durable;
-use crate::validate;
 
 /// Instance ids the wire reserves.
 const RESERVED_IDS: &[&str] = &[

@@ -8,6 +8,7 @@
 pub mod codec;
 pub mod context;
 pub mod handle;
+mod outcome;
 pub mod private;
 pub mod schema;
 pub mod testing;

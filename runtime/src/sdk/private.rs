@@ -12,11 +12,11 @@ pub use std::option::Option;
 pub use std::result::Result;
 pub use std::time::Duration;
 
-pub use crate::codec::{EqFn, JsonCodec};
-pub use crate::context::{BoxStepFn, BoxStepFuture, Resumable, Step, StepCtx, Turn};
 pub use crate::protocol::{Millis, OnExhausted, OperationKind};
-pub use crate::schema::WorkflowSchema;
-pub use crate::workflow::{
+pub use crate::sdk::codec::{EqFn, JsonCodec};
+pub use crate::sdk::context::{BoxStepFn, BoxStepFuture, Resumable, Step, StepCtx, Turn};
+pub use crate::sdk::schema::WorkflowSchema;
+pub use crate::sdk::workflow::{
     Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowOptions,
 };
 
@@ -163,7 +163,7 @@ pub const fn str_eq(a: &str, b: &str) -> bool {
 /// Whether `s` follows the key rules (1–128 of `A-Z a-z 0-9 _ - .`), in a const context.
 pub const fn is_identifier(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.is_empty() || b.len() > crate::validate::MAX_ID_LEN {
+    if b.is_empty() || b.len() > crate::protocol::validate::MAX_ID_LEN {
         return false;
     }
     let mut i = 0;
@@ -179,27 +179,27 @@ pub const fn is_identifier(s: &str) -> bool {
 
 /// The schema of a workflow's message.
 pub fn message_schema<T: WireMessage>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// The schema of a workflow's state.
 pub fn state_schema<T: WireState>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// The schema of a workflow's reply.
 pub fn reply_schema<T: WireReply>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// The schema of a signal.
 pub fn signal_schema<T: WireSignal + Signal>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// The schema of a step's output.
 pub fn step_schema<T: WireStepOutput>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// Assemble a workflow's schema.
@@ -239,11 +239,11 @@ impl<T: ?Sized> EqProbe<T> {
 /// Picked when `T: PartialEq`.
 pub trait ViaPartialEq<T> {
     /// `Some(<T as PartialEq>::eq)`.
-    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>>;
+    fn eq_fn(&self) -> Option<crate::sdk::codec::EqFn<T>>;
 }
 
 impl<T: PartialEq> ViaPartialEq<T> for &EqProbe<T> {
-    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>> {
+    fn eq_fn(&self) -> Option<crate::sdk::codec::EqFn<T>> {
         Some(<T as PartialEq>::eq)
     }
 }
@@ -251,11 +251,11 @@ impl<T: PartialEq> ViaPartialEq<T> for &EqProbe<T> {
 /// Picked otherwise.
 pub trait NoPartialEq<T> {
     /// `None`.
-    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>>;
+    fn eq_fn(&self) -> Option<crate::sdk::codec::EqFn<T>>;
 }
 
 impl<T> NoPartialEq<T> for &&EqProbe<T> {
-    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>> {
+    fn eq_fn(&self) -> Option<crate::sdk::codec::EqFn<T>> {
         None
     }
 }
