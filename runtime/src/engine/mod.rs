@@ -9,8 +9,8 @@
 //! generation counter that waiting claims watch, and a waiting claim also sleeps until the
 //! earliest due time in the schedule index. No claim polls at a fixed interval.
 
+mod backend;
 mod claim;
-mod reads;
 mod rules;
 mod turns;
 mod writes;
@@ -363,66 +363,5 @@ impl std::fmt::Debug for Engine {
             .field("ns", &self.ns)
             .field("config", &self.inner.config)
             .finish()
-    }
-}
-
-#[async_trait]
-impl Backend for Engine {
-    async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance> {
-        self.do_create(req).await
-    }
-    async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
-        self.do_message(req).await
-    }
-    async fn get_instance(&self, id: &str) -> Result<WorkflowInstance> {
-        self.do_get(id).await
-    }
-    async fn list_instances(&self, query: ListInstancesQuery) -> Result<InstanceList> {
-        self.do_list(query).await
-    }
-    async fn instance_inbox(&self, query: InboxQuery) -> Result<InboxResponse> {
-        self.do_inbox(query).await
-    }
-    async fn type_inbox(&self, query: TypeInboxQuery) -> Result<TypeInboxResponse> {
-        self.do_type_inbox(query).await
-    }
-    async fn history(&self, query: HistoryQuery) -> Result<HistoryResponse> {
-        self.do_history(query).await
-    }
-    async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn> {
-        self.do_turn(query).await
-    }
-    async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
-        self.do_control(req).await
-    }
-    async fn delete_instance(&self, req: DeleteRequest) -> Result<DeleteResponse> {
-        self.do_delete(req).await
-    }
-    async fn claim(&self, req: ClaimRequest) -> Result<ClaimResponse> {
-        self.do_claim(req).await
-    }
-    async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
-        self.do_operation(req).await
-    }
-    async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
-        self.do_progress(req).await
-    }
-    async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
-        self.do_checkpoint(req).await
-    }
-    async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
-        self.do_wait_signal(req).await
-    }
-    async fn signal(&self, req: SignalRequest) -> Result<WorkflowTurn> {
-        self.do_signal(req).await
-    }
-    async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
-        self.do_complete(req).await
-    }
-    async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
-        self.do_fail(req).await
-    }
-    async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
-        self.do_heartbeat(lease).await
     }
 }
