@@ -112,8 +112,10 @@ pub use protocol::{backend, error, validate};
 // The SDK's modules, at the paths users know.
 pub use sdk::{codec, context, handle, schema, testing, worker, workflow};
 
+// Support for generated code; it lives with the SDK, at the path the macros name.
 #[doc(hidden)]
-pub use sdk::private as __private;
+#[path = "sdk/private.rs"]
+pub mod __private;
 
 pub use backend::Backend;
 pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};

@@ -7,6 +7,8 @@
 
 pub mod backend;
 pub mod error;
+#[cfg(any(feature = "sqlite", feature = "http"))]
+pub(crate) mod json;
 mod types;
 pub mod validate;
 

@@ -1,4 +1,5 @@
-//! Decoding stored records so that a user value the engine accepted can always be read back.
+//! Decoding stored records and the `Http` backend's answers so that a user value the engine
+//! accepted can always be read back.
 //!
 //! Records wrap user values (a turn holds its steps, a step its output, …), so a stored record
 //! nests a few levels deeper than the deepest value in it. The engine refuses user values that
