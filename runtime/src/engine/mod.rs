@@ -34,8 +34,8 @@ use crate::store::{
 #[non_exhaustive]
 pub struct Limits {
     /// Steps (including sleeps and signal waits) per turn. Default
-    /// [`MAX_STEPS`](crate::protocol::validate::MAX_STEPS) (64). Claims carry it to workers (the task's
-    /// `steps_max`), whose step context enforces it.
+    /// [`MAX_STEPS`](crate::protocol::validate::MAX_STEPS) (64). Claims carry it to workers
+    /// (the task's `steps_max`), whose step context enforces it.
     pub steps_per_turn: usize,
     /// Saved state, bytes of compact JSON. Default 64 KiB.
     pub state_bytes: usize,

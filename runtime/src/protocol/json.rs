@@ -3,8 +3,8 @@
 //!
 //! Records wrap user values (a turn holds its steps, a step its output, …), so a stored record
 //! nests a few levels deeper than the deepest value in it. The engine refuses user values that
-//! nest more than [`MAX_DEPTH`](crate::protocol::validate::MAX_DEPTH) levels, which keeps new records far
-//! inside serde_json's default recursion limit of 128; but records written before that limit
+//! nest more than [`MAX_DEPTH`](crate::protocol::validate::MAX_DEPTH) levels, which keeps new
+//! records far inside serde_json's default recursion limit of 128; but records written before that limit
 //! existed, by a Rust caller of the embedded engine or by an older server, may nest deeper. So
 //! a record that serde_json refuses is measured by an iterative scan and decoded again without
 //! the limit: a record up to [`MAX_RECORD_DEPTH`] levels decodes (the recursion this costs is

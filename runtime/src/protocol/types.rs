@@ -513,7 +513,8 @@ pub struct TurnTask {
     /// A turnwise extension: the most durable calls (steps, sleeps, signal waits) the turn
     /// may hold, the engine's `Limits::steps_per_turn`. A worker refuses a call past it itself
     /// (the server would answer `422 step_limit`). Absent from servers that do not send it;
-    /// then the wire's 64 ([`MAX_STEPS`](crate::protocol::validate::MAX_STEPS)) applies. LBB clients ignore it.
+    /// then the wire's 64 ([`MAX_STEPS`](crate::protocol::validate::MAX_STEPS)) applies. LBB
+    /// clients ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps_max: Option<u64>,
 }

@@ -42,8 +42,8 @@ impl Default for StepOptions {
 /// The future of a boxed step body.
 pub type BoxStepFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, TurnError>> + Send + 'a>>;
 
-/// A boxed step body: what a `#[step]` function hands to [`Turn::step`](super::Turn::step), so that it can return
-/// the nameable type `Step<'a, W, T, BoxStepFn<'a, T>>`.
+/// A boxed step body: what a `#[step]` function hands to [`Turn::step`](super::Turn::step),
+/// so that it can return the nameable type `Step<'a, W, T, BoxStepFn<'a, T>>`.
 pub type BoxStepFn<'a, T> = Box<dyn FnOnce(StepCtx) -> BoxStepFuture<'a, T> + Send + 'a>;
 
 /// A step context whose resume cursor has the type `C`: a `#[step]` function that takes
