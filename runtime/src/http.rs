@@ -1116,15 +1116,8 @@ impl Backend for Http {
     }
 
     /// `POST /v1/workflows/schemas`, retried: registering the same document again is harmless.
-    async fn register_schema(&self, schema: &crate::schema::WorkflowSchema) -> Result<()> {
-        let body = serde_json::json!({
-            "workflow_type": schema.name,
-            "version": schema.version,
-            "message": schema.message,
-            "state": schema.state,
-            "reply": schema.reply,
-            "signals": schema.signals,
-        });
+    async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
+        let body = schema;
         // The answer is not used, but one that is not JSON is still an error.
         self.post(P_SCHEMAS, &body, Retry::Yes, None)
             .await?

@@ -129,26 +129,23 @@
 // Generated code names `::turnwise::...`; this makes those paths work inside this crate too.
 extern crate self as turnwise;
 
-pub mod backend;
 pub mod clock;
-pub mod codec;
-pub mod context;
 pub mod engine;
-pub mod error;
-pub mod handle;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod prelude;
 pub mod protocol;
-pub mod schema;
+mod sdk;
 pub mod store;
-pub mod testing;
-pub mod validate;
-pub mod worker;
-pub mod workflow;
 
+// The protocol layer's modules, at the paths users know.
+pub use protocol::{backend, error, validate};
+// The SDK's modules, at the paths users know.
+pub use sdk::{codec, context, handle, schema, testing, worker, workflow};
+
+// Support for generated code; it lives with the SDK, at the path the macros name.
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "sdk/private.rs"]
 pub mod __private;
 
 pub use backend::Backend;

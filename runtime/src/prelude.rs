@@ -1,12 +1,12 @@
 //! What workflow code usually needs: `use turnwise::prelude::*;`.
 
-pub use crate::backend::Backend;
-pub use crate::context::{Resumable, StepCtx, StepOptions, Turn};
 pub use crate::engine::Engine;
-pub use crate::handle::{Handle, WorkflowExt};
+pub use crate::protocol::backend::Backend;
 pub use crate::protocol::{OnExhausted, OperationKind};
-pub use crate::worker::Worker;
-pub use crate::workflow::{
+pub use crate::sdk::context::{Resumable, StepCtx, StepOptions, Turn};
+pub use crate::sdk::handle::{Handle, WorkflowExt};
+pub use crate::sdk::worker::Worker;
+pub use crate::sdk::workflow::{
     Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
     WorkflowWait,
 };

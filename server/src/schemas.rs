@@ -14,31 +14,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::ApiError;
 
-/// `POST /v1/workflows/schemas`: the schemas of one workflow type and version.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SchemaDocument {
-    /// The workflow type.
-    pub workflow_type: String,
-    /// The version.
-    pub version: String,
-    /// The message schema; `null` or absent when messages are not checked.
-    #[serde(default)]
-    pub message: Value,
-    /// One schema per signal name.
-    #[serde(default)]
-    pub signals: BTreeMap<String, Value>,
-    /// The state schema (served, not checked).
-    #[serde(default)]
-    pub state: Value,
-    /// The reply schema (served, not checked).
-    #[serde(default)]
-    pub reply: Value,
-}
+/// The wire document of `POST /v1/workflows/schemas`, defined with the protocol's types.
+pub use turnwise::protocol::SchemaDocument;
 
 /// A registered document with its compiled validators.
 struct Entry {

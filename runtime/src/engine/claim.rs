@@ -1,17 +1,16 @@
-//! Claims: hand out one ready inbox head under a lease, waiting for one without polling.
-
-use std::time::Duration;
+//! Helpers of `claim` (the route is in `backend.rs`): checking the request and leasing one
+//! ready inbox head.
 
 use super::rules::{self, Settled};
 use super::writes::reserved_type;
 use super::*;
+use crate::protocol::validate;
 use crate::store::Durability::{Durable, Relaxed};
-use crate::validate;
 
 /// How many due instances one scan looks at.
-const SCAN: usize = 32;
+pub(super) const SCAN: usize = 32;
 
-fn check_claim(req: &ClaimRequest) -> Result<()> {
+pub(super) fn check_claim(req: &ClaimRequest) -> Result<()> {
     let w = req.worker.trim();
     if w.is_empty() || req.worker.chars().count() > 128 || req.worker.chars().any(char::is_control)
     {
@@ -41,48 +40,8 @@ fn check_claim(req: &ClaimRequest) -> Result<()> {
 }
 
 impl Engine {
-    pub(super) async fn do_claim(&self, req: ClaimRequest) -> Result<ClaimResponse> {
-        check_claim(&req)?;
-        let wait = Duration::from_millis(req.wait_ms).min(self.inner.config.max_claim_wait);
-        let give_up = tokio::time::Instant::now() + wait;
-        let store = &self.inner.store;
-        loop {
-            // Subscribe before scanning, so a commit between the scan and the wait still wakes us.
-            let mut wake = self.inner.wake.subscribe();
-            let now = self.now();
-            for id in store.due(&self.ns, &req.workflows, now, SCAN).await? {
-                match self.try_claim(&id, &req).await {
-                    Ok(Some(task)) => return Ok(ClaimResponse { task: Some(task) }),
-                    Ok(None) => {}
-                    // A quarantined instance: the store logged it and took it off the
-                    // schedule; the claim goes on with the others.
-                    Err(Error::Unreadable { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            if tokio::time::Instant::now() >= give_up {
-                return Ok(ClaimResponse { task: None });
-            }
-            let next_due = store.next_due(&self.ns, &req.workflows).await?;
-            let timer = async {
-                match next_due {
-                    Some(at) if at > now => self.inner.clock.sleep_until(at).await,
-                    // Something is due but was not claimable (held by a racing claim): look again
-                    // after the commits in flight, without spinning.
-                    Some(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = wake.changed() => {}
-                () = timer => {}
-                () = tokio::time::sleep_until(give_up) => {}
-            }
-        }
-    }
-
     /// Settle one due instance and claim its head if it is ready.
-    async fn try_claim(&self, id: &str, req: &ClaimRequest) -> Result<Option<TurnTask>> {
+    pub(super) async fn try_claim(&self, id: &str, req: &ClaimRequest) -> Result<Option<TurnTask>> {
         let mut tries = Tries::new();
         loop {
             tries.next(id)?;

@@ -9,8 +9,8 @@
 //! generation counter that waiting claims watch, and a waiting claim also sleeps until the
 //! earliest due time in the schedule index. No claim polls at a fixed interval.
 
+mod backend;
 mod claim;
-mod reads;
 mod rules;
 mod turns;
 mod writes;
@@ -21,9 +21,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::watch;
 
-use crate::backend::Backend;
 use crate::clock::{Clock, SystemClock};
-use crate::error::{Error, Result};
+use crate::protocol::backend::Backend;
+use crate::protocol::error::{Error, Result};
 use crate::protocol::*;
 use crate::store::{
     CommitError, Durability, InstanceRecord, MemoryStore, Retention, Store, TurnRecord, WriteSet,
@@ -34,8 +34,8 @@ use crate::store::{
 #[non_exhaustive]
 pub struct Limits {
     /// Steps (including sleeps and signal waits) per turn. Default
-    /// [`MAX_STEPS`](crate::context::MAX_STEPS) (64). Claims carry it to workers (the task's
-    /// `steps_max`), whose step context enforces it.
+    /// [`MAX_STEPS`](crate::protocol::validate::MAX_STEPS) (64). Claims carry it to workers
+    /// (the task's `steps_max`), whose step context enforces it.
     pub steps_per_turn: usize,
     /// Saved state, bytes of compact JSON. Default 64 KiB.
     pub state_bytes: usize,
@@ -64,7 +64,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            steps_per_turn: crate::context::MAX_STEPS,
+            steps_per_turn: crate::protocol::validate::MAX_STEPS,
             state_bytes: 64 * 1024,
             output_bytes: 64 * 1024,
             result_bytes: 64 * 1024,
@@ -363,66 +363,5 @@ impl std::fmt::Debug for Engine {
             .field("ns", &self.ns)
             .field("config", &self.inner.config)
             .finish()
-    }
-}
-
-#[async_trait]
-impl Backend for Engine {
-    async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance> {
-        self.do_create(req).await
-    }
-    async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
-        self.do_message(req).await
-    }
-    async fn get_instance(&self, id: &str) -> Result<WorkflowInstance> {
-        self.do_get(id).await
-    }
-    async fn list_instances(&self, query: ListInstancesQuery) -> Result<InstanceList> {
-        self.do_list(query).await
-    }
-    async fn instance_inbox(&self, query: InboxQuery) -> Result<InboxResponse> {
-        self.do_inbox(query).await
-    }
-    async fn type_inbox(&self, query: TypeInboxQuery) -> Result<TypeInboxResponse> {
-        self.do_type_inbox(query).await
-    }
-    async fn history(&self, query: HistoryQuery) -> Result<HistoryResponse> {
-        self.do_history(query).await
-    }
-    async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn> {
-        self.do_turn(query).await
-    }
-    async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
-        self.do_control(req).await
-    }
-    async fn delete_instance(&self, req: DeleteRequest) -> Result<DeleteResponse> {
-        self.do_delete(req).await
-    }
-    async fn claim(&self, req: ClaimRequest) -> Result<ClaimResponse> {
-        self.do_claim(req).await
-    }
-    async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
-        self.do_operation(req).await
-    }
-    async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
-        self.do_progress(req).await
-    }
-    async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
-        self.do_checkpoint(req).await
-    }
-    async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
-        self.do_wait_signal(req).await
-    }
-    async fn signal(&self, req: SignalRequest) -> Result<WorkflowTurn> {
-        self.do_signal(req).await
-    }
-    async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
-        self.do_complete(req).await
-    }
-    async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
-        self.do_fail(req).await
-    }
-    async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
-        self.do_heartbeat(lease).await
     }
 }

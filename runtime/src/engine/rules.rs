@@ -404,7 +404,7 @@ pub(super) fn inbox_entry(t: &TurnRecord, payloads: bool) -> InboxMessage {
         received_at_ms: t.created_at_ms,
         ready_at_ms: t.ready_at_ms,
         attempt: t.attempt,
-        message_bytes: crate::validate::json_len(&t.message) as u64,
+        message_bytes: crate::protocol::validate::json_len(&t.message) as u64,
         message: payloads.then(|| t.message.clone()),
         origin: t.origin.clone(),
         error: t.error.clone(),

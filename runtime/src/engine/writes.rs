@@ -1,14 +1,15 @@
-//! Application-side writes: create, admit a message, deliver a signal, control, delete.
+//! Helpers of the application-side writes (create, admit a message, deliver a signal, control,
+//! delete): reserved names, new turns, sizes, the instance view, and the steps of an operator
+//! action. The routes themselves are in `backend.rs`.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::rules::{self, Settled};
 use super::*;
-use crate::store::Durability::Durable;
-use crate::validate;
+use crate::protocol::validate;
 
 /// Instance ids the wire reserves.
-const RESERVED_IDS: &[&str] = &[
+pub(super) const RESERVED_IDS: &[&str] = &[
     "model-checks",
     "search-tuning",
     "model-trials",
@@ -16,7 +17,7 @@ const RESERVED_IDS: &[&str] = &[
 ];
 
 /// Origin kinds a client may send; `continuation` is made by the engine only.
-const ORIGIN_KINDS: &[&str] = &[
+pub(super) const ORIGIN_KINDS: &[&str] = &[
     "app",
     "console",
     "manual",
@@ -55,7 +56,7 @@ pub(super) fn new_turn(
 }
 
 /// Insert or replace a turn in a write list.
-fn upsert(turns: &mut Vec<TurnRecord>, t: TurnRecord) {
+pub(super) fn upsert(turns: &mut Vec<TurnRecord>, t: TurnRecord) {
     turns.retain(|x| x.number != t.number);
     turns.push(t);
 }
@@ -74,412 +75,6 @@ pub(super) fn turn_size(t: &TurnRecord, limit: usize) -> Result<()> {
 }
 
 impl Engine {
-    pub(super) async fn do_create(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance> {
-        let cfg = &self.inner.config;
-        validate::identifier("id", &req.id)?;
-        validate::identifier("workflow_type", &req.workflow_type)?;
-        validate::identifier("version", &req.version)?;
-        reserved_type(&req.workflow_type)?;
-        if RESERVED_IDS.contains(&req.id.as_str()) {
-            return Err(Error::Reserved {
-                code: "reserved_workflow_id",
-                message: format!(
-                    "instance id `{}` is reserved by the server; choose another id",
-                    req.id
-                ),
-            });
-        }
-        let lease_ms = req.lease_ms.unwrap_or(cfg.default_lease_ms);
-        validate::range("lease_ms", lease_ms, 100, 86_400_000)?;
-        let max_attempts = req.max_attempts.unwrap_or(cfg.default_max_attempts);
-        validate::range("max_attempts", max_attempts.into(), 1, 100)?;
-        validate::size("state", &req.state, cfg.limits.state_bytes)?;
-
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.id)?;
-            if let Some(inst) = self.inner.store.load_instance(&self.ns, &req.id).await? {
-                if inst.workflow_type != req.workflow_type || inst.version != req.version {
-                    return Err(Error::conflict(format_args!(
-                        "instance `{}` already exists as {} {}, not {} {}; pick another id or delete it first",
-                        req.id, inst.workflow_type, inst.version, req.workflow_type, req.version
-                    )));
-                }
-                return self.view_instance(inst).await;
-            }
-            let now = self.now();
-            let mut inst = InstanceRecord {
-                ns: self.ns.to_string(),
-                id: req.id.clone(),
-                workflow_type: req.workflow_type.clone(),
-                version: req.version.clone(),
-                state: req.state.clone(),
-                lease_ms,
-                max_attempts,
-                on_exhausted: req.on_exhausted.unwrap_or(OnExhausted::Block),
-                paused: false,
-                created_at_ms: now,
-                updated_at_ms: now,
-                revision: 0,
-                next_turn: 1,
-                pending: Vec::new(),
-                completed_turns: 0,
-                history_through: 0,
-                history_pruned_through: 0,
-                due_at_ms: None,
-                epoch: rules::new_epoch(now),
-            };
-            if self.commit(None, &mut inst, Vec::new(), Durable).await? {
-                return Ok(rules::instance_view(&inst, None, now));
-            }
-        }
-    }
-
-    pub(super) async fn do_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
-        let limits = &self.inner.config.limits;
-        validate::identifier("workflow_id", &req.workflow_id)?;
-        validate::identifier("id", &req.id)?;
-        if req.id.starts_with("continue-") {
-            return Err(Error::invalid(
-                "id",
-                "the `continue-` prefix is reserved for continuations",
-            ));
-        }
-        validate::size("message", &req.message, limits.message_bytes)?;
-        if let Some(origin) = &req.origin {
-            if !ORIGIN_KINDS.contains(&origin.kind.as_str()) {
-                return Err(Error::invalid(
-                    "origin.kind",
-                    format!(
-                        "{:?} is not an origin kind; use one of: {}",
-                        origin.kind,
-                        ORIGIN_KINDS.join(", ")
-                    ),
-                ));
-            }
-            let v = serde_json::to_value(origin).unwrap_or(Value::Null);
-            validate::size("origin", &v, limits.origin_bytes)?;
-        }
-
-        // Admission is optimistic: the store's message-id index is unique, so the new turn is
-        // committed without looking the id up first, and only a commit refused because the id
-        // is taken (or a full inbox, which must not hide a repeat) looks for the kept turn.
-        let mut look_first = false;
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.workflow_id)?;
-            let mut inst = self.load(&req.workflow_id).await?;
-            let full = inst.pending.len() >= limits.pending_messages;
-            if look_first || full {
-                if let Some(t) = self
-                    .inner
-                    .store
-                    .find_message(&self.ns, &inst.id, &req.id)
-                    .await?
-                {
-                    if t.message == req.message {
-                        return Ok(rules::turn_view(&inst, &t));
-                    }
-                    return Err(Error::conflict(format_args!(
-                        "message id `{}` was already admitted as turn {} of `{}` with a different message; \
-                         use a new id for a new message",
-                        req.id, t.number, inst.id
-                    )));
-                }
-            }
-            if full {
-                return Err(Error::LimitReached {
-                    limit: "pending_messages",
-                    message: format!(
-                        "instance `{}` already has {} unfinished messages (the limit); retry once some finish",
-                        inst.id,
-                        inst.pending.len()
-                    ),
-                });
-            }
-            let now = self.now();
-            let number = inst.next_turn;
-            let turn = new_turn(
-                &inst,
-                number,
-                req.id.clone(),
-                req.message.clone(),
-                req.origin.clone(),
-                now,
-            );
-            inst.next_turn += 1;
-            inst.pending.push(number);
-            if inst.pending.len() == 1 && !inst.paused {
-                inst.due_at_ms = Some(now);
-            }
-            let view = rules::turn_view(&inst, &turn);
-            let read_rev = inst.revision;
-            match self
-                .try_commit(Some(read_rev), &mut inst, vec![turn], Durable)
-                .await?
-            {
-                Committed::Done => return Ok(view),
-                Committed::Conflict => {}
-                // Kept by another turn (or by one committed a moment ago): read again, look.
-                Committed::MessageIdTaken(_) => look_first = true,
-            }
-        }
-    }
-
-    pub(super) async fn do_signal(&self, req: SignalRequest) -> Result<WorkflowTurn> {
-        let limits = &self.inner.config.limits;
-        validate::identifier("workflow_id", &req.workflow_id)?;
-        validate::identifier("id", &req.id)?;
-        validate::identifier("name", &req.name)?;
-        validate::size("value", &req.value, limits.signal_bytes)?;
-
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.workflow_id)?;
-            let mut inst = self.load(&req.workflow_id).await?;
-            let mut turn = self.load_turn(&inst, req.turn).await?;
-            if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
-                if s.name == req.name && s.value == req.value {
-                    return Ok(rules::turn_view(&inst, &turn));
-                }
-                return Err(Error::conflict(format_args!(
-                    "signal id `{}` was already delivered to turn {} with another name or value; use a new id",
-                    req.id, turn.number
-                )));
-            }
-            if turn.is_finished() {
-                return Err(Error::conflict(format_args!(
-                    "turn {} of `{}` is {}; signals go to unfinished turns",
-                    turn.number, inst.id, turn.status
-                )));
-            }
-            if turn.signals.len() >= limits.signals_per_turn {
-                return Err(Error::LimitReached {
-                    limit: "signals",
-                    message: format!(
-                        "turn {} of `{}` already holds {} signals (the limit)",
-                        turn.number,
-                        inst.id,
-                        turn.signals.len()
-                    ),
-                });
-            }
-            let now = self.now();
-            let mut signal = TurnSignal {
-                id: req.id.clone(),
-                name: req.name.clone(),
-                value: req.value.clone(),
-                at_ms: now,
-                consumed_by: None,
-            };
-            let waiting = turn.status == TurnStatus::Waiting && turn.ready_at_ms > now;
-            if let Some(step) = turn.steps.last_mut().filter(|s| {
-                waiting
-                    && s.kind == CheckpointKind::Signal
-                    && s.output.is_null()
-                    && s.signal_name.as_deref() == Some(req.name.as_str())
-            }) {
-                step.output = json!({"received": true, "value": req.value});
-                signal.consumed_by = Some(step.key.clone());
-                turn.status = TurnStatus::Queued;
-                turn.ready_at_ms = now;
-                if inst.pending.first() == Some(&turn.number) && !inst.paused {
-                    inst.due_at_ms = Some(now);
-                }
-            }
-            turn.signals.push(signal);
-            rules::touch(&mut turn, now);
-            turn_size(&turn, limits.turn_bytes)?;
-            let view = rules::turn_view(&inst, &turn);
-            let read_rev = inst.revision;
-            if self
-                .commit(Some(read_rev), &mut inst, vec![turn], Durable)
-                .await?
-            {
-                return Ok(view);
-            }
-        }
-    }
-
-    pub(super) async fn do_control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
-        validate::identifier("workflow_id", &req.workflow_id)?;
-        let needs_turn = matches!(
-            req.action,
-            ControlAction::Retry | ControlAction::Skip | ControlAction::CancelTurn
-        );
-        let number = match (needs_turn, req.turn) {
-            (true, None) => {
-                return Err(Error::invalid(
-                    "turn",
-                    format_args!("`{}` needs the turn number", req.action),
-                ))
-            }
-            (_, n) => n,
-        };
-
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.workflow_id)?;
-            let mut inst = self.load(&req.workflow_id).await?;
-            let read_rev = inst.revision;
-            let now = self.now();
-            let mut head = self.load_head(&inst).await?;
-            let mut turns = Vec::new();
-            // Decide on the head as it stands now (an expired lease may have exhausted it).
-            if let Some(h) = head.as_mut() {
-                match rules::settle(&mut inst, h, now, &self.inner.config) {
-                    Settled::Unchanged => {}
-                    Settled::Changed => turns.push(h.clone()),
-                    Settled::Finished => {
-                        turns.push(h.clone());
-                        head = None;
-                    }
-                }
-            }
-            let take = |n: u64, head: &Option<TurnRecord>, turns: &mut Vec<TurnRecord>| {
-                let i = turns.iter().position(|t| t.number == n);
-                i.map(|i| turns.remove(i))
-                    .or_else(|| head.as_ref().filter(|h| h.number == n).cloned())
-            };
-            match req.action {
-                ControlAction::Pause => inst.paused = true,
-                ControlAction::Resume => {
-                    inst.paused = false;
-                    if let Some(h) = head.as_mut().filter(|h| {
-                        h.status == TurnStatus::Queued && h.ready_at_ms > now && h.error.is_some()
-                    }) {
-                        h.ready_at_ms = now;
-                        rules::touch(h, now);
-                        upsert(&mut turns, h.clone());
-                    }
-                }
-                ControlAction::Retry | ControlAction::Skip => {
-                    let n = number.unwrap_or_default();
-                    let mut t = match take(n, &head, &mut turns) {
-                        Some(t) => t,
-                        None => self.load_turn(&inst, n).await?,
-                    };
-                    if t.status != TurnStatus::Failed || t.is_finished() {
-                        return Err(Error::conflict(format_args!(
-                            "turn {n} of `{}` is {}; only a turn that failed for good can be {}",
-                            inst.id,
-                            t.status,
-                            if req.action == ControlAction::Retry {
-                                "retried"
-                            } else {
-                                "skipped"
-                            }
-                        )));
-                    }
-                    if req.action == ControlAction::Retry {
-                        t.status = TurnStatus::Queued;
-                        t.attempt = 0;
-                        t.ready_at_ms = now;
-                        t.resume = false;
-                        rules::touch(&mut t, now);
-                    } else {
-                        rules::finish(&mut inst, &mut t, TurnStatus::Failed, now);
-                    }
-                    head = head.filter(|h| h.number != n);
-                    turns.push(t);
-                }
-                ControlAction::CancelTurn => {
-                    let n = number.unwrap_or_default();
-                    let mut t = match take(n, &head, &mut turns) {
-                        Some(t) => t,
-                        None => self.load_turn(&inst, n).await?,
-                    };
-                    if t.is_finished() {
-                        return Err(Error::conflict(format_args!(
-                            "turn {n} of `{}` is already {}; only unfinished turns can be cancelled",
-                            inst.id, t.status
-                        )));
-                    }
-                    rules::finish(&mut inst, &mut t, TurnStatus::Cancelled, now);
-                    head = head.filter(|h| h.number != n);
-                    turns.push(t);
-                }
-                ControlAction::Wake => {
-                    let Some(h) = head
-                        .as_mut()
-                        .filter(|h| h.status == TurnStatus::Waiting && h.wait.is_some())
-                    else {
-                        return self.view_instance(inst).await;
-                    };
-                    h.ready_at_ms = now;
-                    h.status = TurnStatus::Queued;
-                    if let Some(w) = &mut h.wait {
-                        w.until_ms = now;
-                    }
-                    rules::touch(h, now);
-                    upsert(&mut turns, h.clone());
-                }
-            }
-            // A head that moved to history leaves the next one unknown here: look now.
-            let head_now = head.filter(|h| inst.pending.first() == Some(&h.number));
-            inst.due_at_ms = match (&head_now, inst.pending.is_empty()) {
-                (Some(h), _) => rules::due_at(&inst, Some(h), now),
-                (None, false) if !inst.paused => Some(now),
-                _ => None,
-            };
-            if self
-                .commit(Some(read_rev), &mut inst, turns, Durable)
-                .await?
-            {
-                return self.view_instance(inst).await;
-            }
-        }
-    }
-
-    pub(super) async fn do_delete(&self, req: DeleteRequest) -> Result<DeleteResponse> {
-        validate::identifier("workflow_id", &req.workflow_id)?;
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.workflow_id)?;
-            let loaded = match self
-                .inner
-                .store
-                .load_instance(&self.ns, &req.workflow_id)
-                .await
-            {
-                Err(crate::store::StoreError::Unreadable { .. }) => {
-                    // Quarantined: deleting it is how an operator clears it.
-                    let deleted = self
-                        .inner
-                        .store
-                        .delete_unreadable(&self.ns, &req.workflow_id)
-                        .await?;
-                    self.notify();
-                    return Ok(DeleteResponse { deleted });
-                }
-                loaded => loaded?,
-            };
-            let Some(inst) = loaded else {
-                return Ok(DeleteResponse { deleted: false });
-            };
-            let write = WriteSet {
-                ns: self.ns.to_string(),
-                id: inst.id.clone(),
-                expected_revision: Some(inst.revision),
-                instance: None,
-                turns: Vec::new(),
-                retention: None,
-                durability: Durable,
-            };
-            match self.inner.store.commit(write).await {
-                Ok(()) => {
-                    self.notify();
-                    return Ok(DeleteResponse { deleted: true });
-                }
-                Err(CommitError::Conflict) => continue,
-                Err(CommitError::Store(e)) => return Err(e.into()),
-                Err(e @ CommitError::MessageIdTaken { .. }) => {
-                    return Err(Error::Store(format!("deleting `{}`: {e}", inst.id)))
-                }
-            }
-        }
-    }
-
     /// The settled view of an instance as of now, reading its head.
     pub(super) async fn view_instance(&self, mut inst: InstanceRecord) -> Result<WorkflowInstance> {
         let now = self.now();
@@ -491,5 +86,175 @@ impl Engine {
             }
         }
         Ok(rules::instance_view(&inst, head.as_ref(), now))
+    }
+}
+
+// Operator actions (`control`), in the order the route takes them.
+
+/// The turn number an action names: `retry`, `skip` and `cancel_turn` need one.
+pub(super) fn control_turn_number(req: &ControlRequest) -> Result<Option<u64>> {
+    let needs_turn = matches!(
+        req.action,
+        ControlAction::Retry | ControlAction::Skip | ControlAction::CancelTurn
+    );
+    if needs_turn && req.turn.is_none() {
+        return Err(Error::invalid(
+            "turn",
+            format_args!("`{}` needs the turn number", req.action),
+        ));
+    }
+    Ok(req.turn)
+}
+
+/// Settle the head as it stands now (an expired lease may have exhausted it). Answers the
+/// turns to write; a head that finished is taken out of `head`.
+pub(super) fn settle_head(
+    inst: &mut InstanceRecord,
+    head: &mut Option<TurnRecord>,
+    now: Millis,
+    cfg: &EngineConfig,
+) -> Vec<TurnRecord> {
+    let mut turns = Vec::new();
+    let mut finished = false;
+    if let Some(h) = head.as_mut() {
+        match rules::settle(inst, h, now, cfg) {
+            Settled::Unchanged => {}
+            Settled::Changed => turns.push(h.clone()),
+            Settled::Finished => {
+                turns.push(h.clone());
+                finished = true;
+            }
+        }
+    }
+    if finished {
+        *head = None;
+    }
+    turns
+}
+
+/// What an operator action works on: the instance, its head, and the turns to write.
+pub(super) struct ControlChanges<'a> {
+    pub(super) inst: &'a mut InstanceRecord,
+    pub(super) head: &'a mut Option<TurnRecord>,
+    pub(super) turns: &'a mut Vec<TurnRecord>,
+    pub(super) now: Millis,
+}
+
+/// Whether an operator action changed anything to commit.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Applied {
+    /// Records changed: commit them.
+    Changes,
+    /// Nothing to do (`wake` with no waiting head): answer the instance as it is.
+    Nothing,
+}
+
+/// When the instance is next due after an action: a head that moved to history leaves the
+/// next one unknown here, so an unpaused instance with pending turns is due now.
+pub(super) fn due_after_control(
+    inst: &InstanceRecord,
+    head: Option<TurnRecord>,
+    now: Millis,
+) -> Option<Millis> {
+    let head_now = head.filter(|h| inst.pending.first() == Some(&h.number));
+    match (&head_now, inst.pending.is_empty()) {
+        (Some(h), _) => rules::due_at(inst, Some(h), now),
+        (None, false) if !inst.paused => Some(now),
+        _ => None,
+    }
+}
+
+impl Engine {
+    /// Apply one operator action to the records in `c`.
+    pub(super) async fn apply_control(
+        &self,
+        req: &ControlRequest,
+        number: Option<u64>,
+        mut c: ControlChanges<'_>,
+    ) -> Result<Applied> {
+        let now = c.now;
+        match req.action {
+            ControlAction::Pause => c.inst.paused = true,
+            ControlAction::Resume => {
+                c.inst.paused = false;
+                if let Some(h) = c.head.as_mut().filter(|h| {
+                    h.status == TurnStatus::Queued && h.ready_at_ms > now && h.error.is_some()
+                }) {
+                    h.ready_at_ms = now;
+                    rules::touch(h, now);
+                    upsert(c.turns, h.clone());
+                }
+            }
+            ControlAction::Retry | ControlAction::Skip => {
+                let n = number.unwrap_or_default();
+                let mut t = self.control_target(n, &mut c).await?;
+                if t.status != TurnStatus::Failed || t.is_finished() {
+                    return Err(Error::conflict(format_args!(
+                        "turn {n} of `{}` is {}; only a turn that failed for good can be {}",
+                        c.inst.id,
+                        t.status,
+                        if req.action == ControlAction::Retry {
+                            "retried"
+                        } else {
+                            "skipped"
+                        }
+                    )));
+                }
+                if req.action == ControlAction::Retry {
+                    t.status = TurnStatus::Queued;
+                    t.attempt = 0;
+                    t.ready_at_ms = now;
+                    t.resume = false;
+                    rules::touch(&mut t, now);
+                } else {
+                    rules::finish(c.inst, &mut t, TurnStatus::Failed, now);
+                }
+                c.head.take_if(|h| h.number == n);
+                c.turns.push(t);
+            }
+            ControlAction::CancelTurn => {
+                let n = number.unwrap_or_default();
+                let mut t = self.control_target(n, &mut c).await?;
+                if t.is_finished() {
+                    return Err(Error::conflict(format_args!(
+                        "turn {n} of `{}` is already {}; only unfinished turns can be cancelled",
+                        c.inst.id, t.status
+                    )));
+                }
+                rules::finish(c.inst, &mut t, TurnStatus::Cancelled, now);
+                c.head.take_if(|h| h.number == n);
+                c.turns.push(t);
+            }
+            ControlAction::Wake => {
+                let Some(h) = c
+                    .head
+                    .as_mut()
+                    .filter(|h| h.status == TurnStatus::Waiting && h.wait.is_some())
+                else {
+                    return Ok(Applied::Nothing);
+                };
+                h.ready_at_ms = now;
+                h.status = TurnStatus::Queued;
+                if let Some(w) = &mut h.wait {
+                    w.until_ms = now;
+                }
+                rules::touch(h, now);
+                upsert(c.turns, h.clone());
+            }
+        }
+        Ok(Applied::Changes)
+    }
+
+    /// The turn `n` an action targets: taken out of the turns already changed, else a copy of
+    /// the head, else loaded from the store.
+    async fn control_target(&self, n: u64, c: &mut ControlChanges<'_>) -> Result<TurnRecord> {
+        let i = c.turns.iter().position(|t| t.number == n);
+        let taken = i
+            .map(|i| c.turns.remove(i))
+            .or_else(|| c.head.as_ref().filter(|h| h.number == n).cloned());
+        match taken {
+            Some(t) => Ok(t),
+            None => self.load_turn(c.inst, n).await,
+        }
     }
 }

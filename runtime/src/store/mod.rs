@@ -17,7 +17,7 @@
 //! The contract has its own test suite (`runtime/tests/store_contract.rs`) that every store runs.
 
 #[cfg(any(feature = "sqlite", feature = "http"))]
-pub(crate) mod json;
+pub(crate) use crate::protocol::json;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;

@@ -346,29 +346,26 @@ impl fmt::Debug for SqliteStore {
     }
 }
 
-impl SqliteStore {
-    /// Open (or create) the store at `path` with the default [`SqliteOptions`].
-    pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::open_with(path, SqliteOptions::default()).await
-    }
+/// A store's files, opened and read, before its threads start.
+struct Opened {
+    path: PathBuf,
+    options: SqliteOptions,
+    /// Whether a syncer thread makes commits durable.
+    threaded: bool,
+    /// The writer's `synchronous` level.
+    level: Synchronous,
+    locked: std::fs::File,
+    conn: Connection,
+    schedule: Arc<Schedule>,
+    quarantine: Quarantine,
+    health: Arc<Health>,
+    stats: Arc<StatsCounters>,
+    unsynced: Arc<Unsynced>,
+}
 
-    /// Open (or create) the store at `path`.
-    ///
-    /// Takes the file's lock, creates the file and its schema if missing, switches it to WAL
-    /// mode and starts the writer thread. Fails with [`StoreError::Locked`] if another store
-    /// has the file open (see *One store per file* on [`SqliteStore`]), and if the file is not
-    /// a turnwise store or has a schema newer than this version of turnwise understands.
-    pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
-        Self::open_gated(path, options, None).await
-    }
-
-    /// [`SqliteStore::open_with`]; with a `gate`, the syncer takes one message from it before
-    /// each sync (tests hold syncs back with it).
-    async fn open_gated(
-        path: &Path,
-        options: SqliteOptions,
-        gate: Option<mpsc::Receiver<()>>,
-    ) -> Result<Self, StoreError> {
+impl Opened {
+    /// Take the file's lock, open it, replay its journal and load its indexes.
+    async fn open(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
         let path = path.to_path_buf();
         // With a sync thread, commits only write the log; the syncer makes them durable.
         let threaded = options.synchronous == Synchronous::Full && options.sync_thread;
@@ -396,24 +393,63 @@ impl SqliteStore {
             .map_err(|e| StoreError::new(format!("sqlite: open task failed: {e}")))??
         };
         let (locked, conn, schedule, quarantine, health) = opened;
-        let health = Arc::new(health);
-        let schedule = Arc::new(schedule);
+        Ok(Self {
+            path,
+            options,
+            threaded,
+            level,
+            locked,
+            conn,
+            schedule: Arc::new(schedule),
+            quarantine,
+            health: Arc::new(health),
+            stats: Arc::new(StatsCounters::default()),
+            unsynced: Arc::new(Unsynced::new()),
+        })
+    }
+
+    /// The syncer with the sender of its jobs, when commits are synced on a thread of their own.
+    fn syncer(&self) -> Option<(mpsc::Sender<SyncJob>, Syncer)> {
+        if !self.threaded {
+            return None;
+        }
+        let (jobs, rx) = mpsc::channel();
+        let syncer = Syncer::new(rx, &self.path, self.unsynced.clone(), self.stats.clone())
+            .watching(self.health.clone());
+        Some((jobs, syncer))
+    }
+
+    /// Start the syncer (if any) and the writer, and hand out the store.
+    fn start(
+        self,
+        syncer: Option<(mpsc::Sender<SyncJob>, Syncer)>,
+    ) -> Result<SqliteStore, StoreError> {
+        let Self {
+            path,
+            options,
+            threaded: _,
+            level,
+            locked,
+            conn,
+            schedule,
+            quarantine,
+            health,
+            stats,
+            unsynced,
+        } = self;
         let cache = Arc::new(Cache::new(options.cache_instances));
         let (tx, rx) = mpsc::channel();
-        let stats = Arc::new(StatsCounters::default());
-        let unsynced = Arc::new(Unsynced::new());
-        let syncer = if threaded {
-            let (jobs, rx) = mpsc::channel();
-            let syncer = Syncer::new(rx, &path, unsynced.clone(), stats.clone())
-                .gated(gate)
-                .watching(health.clone());
-            let thread = std::thread::Builder::new()
-                .name("turnwise-sqlite-syncer".into())
-                .spawn(move || syncer.run())
-                .map_err(|e| StoreError::new(format!("sqlite: start the syncer thread: {e}")))?;
-            Some((jobs, thread))
-        } else {
-            None
+        let syncer = match syncer {
+            Some((jobs, syncer)) => {
+                let thread = std::thread::Builder::new()
+                    .name("turnwise-sqlite-syncer".into())
+                    .spawn(move || syncer.run())
+                    .map_err(|e| {
+                        StoreError::new(format!("sqlite: start the syncer thread: {e}"))
+                    })?;
+                Some((jobs, thread))
+            }
+            None => None,
         };
         let writer = Writer::new(
             conn,
@@ -434,7 +470,7 @@ impl SqliteStore {
             .name("turnwise-sqlite-writer".into())
             .spawn(move || writer.run())
             .map_err(|e| StoreError::new(format!("sqlite: start the writer thread: {e}")))?;
-        Ok(Self {
+        Ok(SqliteStore {
             shared: Arc::new(Shared {
                 path,
                 tx: Some(tx),
@@ -450,6 +486,40 @@ impl SqliteStore {
                 _lock: locked,
             }),
         })
+    }
+}
+
+impl SqliteStore {
+    /// Open (or create) the store at `path` with the default [`SqliteOptions`].
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// Open (or create) the store at `path`.
+    ///
+    /// Takes the file's lock, creates the file and its schema if missing, switches it to WAL
+    /// mode and starts the writer thread. Fails with [`StoreError::Locked`] if another store
+    /// has the file open (see *One store per file* on [`SqliteStore`]), and if the file is not
+    /// a turnwise store or has a schema newer than this version of turnwise understands.
+    pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
+        let opened = Opened::open(path, options).await?;
+        let syncer = opened.syncer();
+        opened.start(syncer)
+    }
+
+    /// [`SqliteStore::open_with`], with a syncer that takes one message from `gate` before each
+    /// sync: how tests hold syncs back.
+    #[cfg(test)]
+    async fn open_gated(
+        path: &Path,
+        options: SqliteOptions,
+        gate: mpsc::Receiver<()>,
+    ) -> Result<Self, StoreError> {
+        let opened = Opened::open(path, options).await?;
+        let syncer = opened
+            .syncer()
+            .map(|(jobs, syncer)| (jobs, syncer.gated(gate)));
+        opened.start(syncer)
     }
 
     /// The writer's cumulative counters since this store was opened (shared by its clones).

@@ -156,6 +156,7 @@ pub(super) struct Syncer {
     stats: Arc<StatsCounters>,
     failed: Option<Arc<str>>,
     /// Taken from before each sync, when set: how tests hold syncs back.
+    #[cfg(test)]
     gate: Option<mpsc::Receiver<()>>,
     /// The store's files, checked after each sync: a sync of a log that no longer has a name
     /// makes nothing durable.
@@ -180,6 +181,7 @@ impl Syncer {
             unsynced,
             stats,
             failed: None,
+            #[cfg(test)]
             gate: None,
             health: None,
         }
@@ -191,9 +193,10 @@ impl Syncer {
         self
     }
 
-    /// Take one message from `gate` before each sync (`None`: sync at once).
-    pub(super) fn gated(mut self, gate: Option<mpsc::Receiver<()>>) -> Self {
-        self.gate = gate;
+    /// Take one message from `gate` before each sync.
+    #[cfg(test)]
+    pub(super) fn gated(mut self, gate: mpsc::Receiver<()>) -> Self {
+        self.gate = Some(gate);
         self
     }
 
@@ -205,6 +208,7 @@ impl Syncer {
                 jobs.push(job);
             }
             let through = jobs.last().map_or(0, |j| j.number);
+            #[cfg(test)]
             if let Some(gate) = &self.gate {
                 let _ = gate.recv();
             }
@@ -357,13 +361,10 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let (gate, held) = mpsc::channel();
-        let store = SqliteStore::open_gated(
-            &dir.path().join("store.db"),
-            SqliteOptions::default(),
-            Some(held),
-        )
-        .await
-        .unwrap();
+        let store =
+            SqliteStore::open_gated(&dir.path().join("store.db"), SqliteOptions::default(), held)
+                .await
+                .unwrap();
         let engine = Engine::new(
             store.clone(),
             crate::clock::SystemClock,

@@ -149,6 +149,28 @@ const MAX_DIRTY: usize = 1024;
 /// With dirty instances, a writer that has had nothing to do for this long flushes them.
 const IDLE_FLUSH: Duration = Duration::from_millis(50);
 
+/// Where a write set's answer goes.
+type Reply = oneshot::Sender<Result<(), CommitError>>;
+
+/// What a committed batch changed and owes, sorted by who answers.
+struct Settled {
+    /// What each write set did to its instance, for the cache and the schedule.
+    changes: Vec<(Key, Change)>,
+    /// The answers to send now.
+    answers: Vec<(Reply, Result<(), CommitError>)>,
+    /// The durable answers the syncer sends after its sync.
+    to_sync: Vec<Reply>,
+    /// How many write sets went to the journal.
+    journaled: usize,
+}
+
+/// Answer every request of a batch with the same store error.
+fn fail_all(batch: Vec<Request>, e: &StoreError) {
+    for request in batch {
+        let _ = request.reply.send(Err(CommitError::Store(e.clone())));
+    }
+}
+
 /// How a write set was applied.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Applied {
@@ -391,40 +413,19 @@ impl Writer {
         }
     }
 
+    /// Run one batch as one transaction and answer every request of it: check the files, number
+    /// a durable batch for the syncer, write, record what each write set changed, count, answer
+    /// (or hand the durable answers to the syncer).
     fn run_transaction(&mut self, batch: Vec<Request>) {
         let relaxed = batch
             .iter()
             .all(|r| r.write.durability == Durability::Relaxed);
-        // Nothing is written to a file that is no longer the one at the store's path: it
-        // would be lost when the process stops. The paths are compared (a few `stat` calls)
-        // before a durable batch is answered: by the syncer after its sync when there is one,
-        // else here before the batch. Otherwise only the verdict already reached is read, with
-        // no system call: a relaxed answer may be lost anyway, and the next durable one notices.
-        let files = if relaxed || self.syncer.is_some() {
-            self.health.verdict()
-        } else {
-            self.health.check_files()
-        };
-        if let Err(why) = files {
-            let e = StoreError::new(why.to_string());
-            for request in batch {
-                let _ = request.reply.send(Err(CommitError::Store(e.clone())));
-            }
+        if let Err(why) = self.files_before(relaxed) {
+            fail_all(batch, &StoreError::new(why.to_string()));
             return;
         }
         let count = batch.len();
-        // Numbered before anything of it is visible; see `Unsynced`.
-        let sync_number = match &self.syncer {
-            Some(_) if !relaxed => Some(
-                self.unsynced.begin(
-                    batch
-                        .iter()
-                        .filter(|r| r.write.durability == Durability::Durable)
-                        .map(|r| (r.write.ns.as_str(), r.write.id.as_str())),
-                ),
-            ),
-            _ => None,
-        };
+        let sync_number = self.sync_number(&batch, relaxed);
         let mut to_sync = Vec::new();
         let done = self.transact(&batch, relaxed);
         self.health.wrote(done.as_ref().map(|_| ()));
@@ -433,104 +434,162 @@ impl Writer {
                 if flushed {
                     self.flushed();
                 }
-                let mut changes = Vec::with_capacity(outcomes.len());
-                let mut answers = Vec::with_capacity(outcomes.len());
-                let mut journaled = 0;
-                for (request, outcome) in batch.into_iter().zip(outcomes) {
-                    let Request {
-                        write,
-                        bodies,
-                        reply,
-                    } = request;
-                    let key = (write.ns, write.id);
-                    let change = match outcome {
-                        Ok((pruned_through, how)) => {
-                            if sync_number.is_some() && write.durability == Durability::Durable {
-                                to_sync.push(reply);
-                            } else {
-                                answers.push((reply, Ok(())));
-                            }
-                            match write.instance {
-                                None => {
-                                    self.dirty.remove(&key);
-                                    Change::Deleted
-                                }
-                                Some(mut instance) => {
-                                    instance.history_pruned_through = pruned_through;
-                                    if how == Applied::Journaled {
-                                        journaled += 1;
-                                        if !self.in_journal.contains(&key) {
-                                            self.in_journal.insert(key.clone());
-                                        }
-                                        self.remember(&key, &instance, &write.turns, bodies);
-                                        Change::Dirty(instance, write.turns)
-                                    } else {
-                                        self.dirty.remove(&key);
-                                        Change::Clean(instance, write.turns)
-                                    }
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            // A conflict is someone else's write: forget what we believed.
-                            let forget = e == CommitError::Conflict;
-                            answers.push((reply, Err(e)));
-                            if !forget {
-                                continue;
-                            }
-                            Change::Forget
-                        }
-                    };
-                    changes.push((key, change));
-                }
-                self.journal_rows += journaled;
-                self.schedule
-                    .committed(changes.iter().filter_map(|(key, change)| match change {
-                        Change::Clean(i, _) | Change::Dirty(i, _) => Some((key, Some(i))),
-                        Change::Deleted => Some((key, None)),
-                        Change::Forget => None,
-                    }));
-                self.cache.committed(changes);
-                // Count before answering, so a caller that saw its commit sees it counted.
-                let applied =
-                    (answers.iter().filter(|(_, a)| a.is_ok()).count() + to_sync.len()) as u64;
-                let stats = &self.stats;
-                stats.write_sets.fetch_add(applied, Ordering::Release);
-                stats
-                    .journaled
-                    .fetch_add(journaled as u64, Ordering::Release);
-                if !relaxed {
-                    stats.durable_batches.fetch_add(1, Ordering::Release);
-                }
-                stats.batches.fetch_add(1, Ordering::Release);
-                for (reply, answer) in answers {
-                    // The caller may have given up waiting; that is fine.
-                    let _ = reply.send(answer);
-                }
+                let settled = self.settle(batch, outcomes, sync_number.is_some());
+                to_sync = settled.to_sync;
+                self.publish(settled.changes, settled.journaled);
+                self.count_and_answer(settled.answers, to_sync.len(), settled.journaled, relaxed);
             }
             Err(e) => {
                 self.cache.tables_settled();
-                for request in batch {
-                    let _ = request.reply.send(Err(CommitError::Store(e.clone())));
-                }
+                fail_all(batch, &e);
             }
         }
-        if let (Some(number), Some(syncer)) = (sync_number, &self.syncer) {
+        if let Some(number) = sync_number {
             // Also after a failed transaction, so that the number counts as done.
-            let job = SyncJob {
-                number,
-                answers: to_sync,
-            };
-            if let Err(mpsc::SendError(job)) = syncer.send(job) {
-                let stopped = "sqlite: the syncer thread has stopped; close the store and open \
-                               the file again";
-                self.unsynced.failed(Arc::from(stopped));
-                for reply in job.answers {
-                    let _ = reply.send(Err(CommitError::Store(StoreError::new(stopped))));
-                }
-            }
+            self.hand_to_syncer(number, to_sync);
         }
         self.after_relaxed(relaxed, count);
+    }
+
+    /// Whether the store's files may be written. Nothing is written to a file that is no longer
+    /// the one at the store's path: it would be lost when the process stops. The paths are
+    /// compared (a few `stat` calls) before a durable batch is answered: by the syncer after its
+    /// sync when there is one, else here before the batch. Otherwise only the verdict already
+    /// reached is read, with no system call: a relaxed answer may be lost anyway, and the next
+    /// durable one notices.
+    fn files_before(&self, relaxed: bool) -> Result<(), Arc<str>> {
+        if relaxed || self.syncer.is_some() {
+            self.health.verdict()
+        } else {
+            self.health.check_files()
+        }
+    }
+
+    /// The syncer's number for a durable batch when there is a syncer, taken before anything
+    /// of the batch is visible (see `Unsynced`).
+    fn sync_number(&self, batch: &[Request], relaxed: bool) -> Option<u64> {
+        if relaxed || self.syncer.is_none() {
+            return None;
+        }
+        Some(
+            self.unsynced.begin(
+                batch
+                    .iter()
+                    .filter(|r| r.write.durability == Durability::Durable)
+                    .map(|r| (r.write.ns.as_str(), r.write.id.as_str())),
+            ),
+        )
+    }
+
+    /// After the `COMMIT`: what each write set changed (for the cache and the schedule), the
+    /// answers to send now, and the durable answers the syncer sends after its sync.
+    fn settle(&mut self, batch: Vec<Request>, outcomes: Vec<Outcome>, syncing: bool) -> Settled {
+        let mut settled = Settled {
+            changes: Vec::with_capacity(outcomes.len()),
+            answers: Vec::with_capacity(outcomes.len()),
+            to_sync: Vec::new(),
+            journaled: 0,
+        };
+        for (request, outcome) in batch.into_iter().zip(outcomes) {
+            let Request {
+                write,
+                bodies,
+                reply,
+            } = request;
+            let key = (write.ns, write.id);
+            let change = match outcome {
+                Ok((pruned_through, how)) => {
+                    if syncing && write.durability == Durability::Durable {
+                        settled.to_sync.push(reply);
+                    } else {
+                        settled.answers.push((reply, Ok(())));
+                    }
+                    match write.instance {
+                        None => {
+                            self.dirty.remove(&key);
+                            Change::Deleted
+                        }
+                        Some(mut instance) => {
+                            instance.history_pruned_through = pruned_through;
+                            if how == Applied::Journaled {
+                                settled.journaled += 1;
+                                if !self.in_journal.contains(&key) {
+                                    self.in_journal.insert(key.clone());
+                                }
+                                self.remember(&key, &instance, &write.turns, bodies);
+                                Change::Dirty(instance, write.turns)
+                            } else {
+                                self.dirty.remove(&key);
+                                Change::Clean(instance, write.turns)
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    // A conflict is someone else's write: forget what we believed.
+                    let forget = e == CommitError::Conflict;
+                    settled.answers.push((reply, Err(e)));
+                    if !forget {
+                        continue;
+                    }
+                    Change::Forget
+                }
+            };
+            settled.changes.push((key, change));
+        }
+        settled
+    }
+
+    /// Tell the journal count, the schedule index and the cache what the batch changed.
+    fn publish(&mut self, changes: Vec<(Key, Change)>, journaled: usize) {
+        self.journal_rows += journaled;
+        self.schedule
+            .committed(changes.iter().filter_map(|(key, change)| match change {
+                Change::Clean(i, _) | Change::Dirty(i, _) => Some((key, Some(i))),
+                Change::Deleted => Some((key, None)),
+                Change::Forget => None,
+            }));
+        self.cache.committed(changes);
+    }
+
+    /// Count the batch, then send the answers due now.
+    fn count_and_answer(
+        &self,
+        answers: Vec<(Reply, Result<(), CommitError>)>,
+        syncing: usize,
+        journaled: usize,
+        relaxed: bool,
+    ) {
+        // Count before answering, so a caller that saw its commit sees it counted.
+        let applied = (answers.iter().filter(|(_, a)| a.is_ok()).count() + syncing) as u64;
+        let stats = &self.stats;
+        stats.write_sets.fetch_add(applied, Ordering::Release);
+        stats
+            .journaled
+            .fetch_add(journaled as u64, Ordering::Release);
+        if !relaxed {
+            stats.durable_batches.fetch_add(1, Ordering::Release);
+        }
+        stats.batches.fetch_add(1, Ordering::Release);
+        for (reply, answer) in answers {
+            // The caller may have given up waiting; that is fine.
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// Give the syncer a numbered batch's durable answers; if it has stopped, fail them.
+    fn hand_to_syncer(&self, number: u64, answers: Vec<Reply>) {
+        let Some(syncer) = &self.syncer else {
+            return;
+        };
+        if let Err(mpsc::SendError(job)) = syncer.send(SyncJob { number, answers }) {
+            let stopped = "sqlite: the syncer thread has stopped; close the store and open \
+                           the file again";
+            self.unsynced.failed(Arc::from(stopped));
+            for reply in job.answers {
+                let _ = reply.send(Err(CommitError::Store(StoreError::new(stopped))));
+            }
+        }
     }
 
     /// After the `COMMIT`: keep the rows of a journaled write set for the next flush.

@@ -3,11 +3,11 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::backend::Backend;
-use crate::codec;
-use crate::error::{Error, Result};
+use crate::protocol::backend::Backend;
+use crate::protocol::error::{Error, Result};
 use crate::protocol::*;
-use crate::workflow::{Accepts, Signal, Workflow};
+use crate::sdk::codec;
+use crate::sdk::workflow::{Accepts, Signal, Workflow};
 
 fn codec_error(e: codec::CodecError) -> Error {
     Error::Invalid {

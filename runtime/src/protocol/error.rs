@@ -19,9 +19,6 @@ use std::fmt;
 
 use serde_json::{json, Value};
 
-/// Which request field an [`Error::Invalid`] is about, and why.
-pub type Param = &'static str;
-
 /// A refusal or failure of a protocol call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -1,9 +1,10 @@
-//! Decoding stored records so that a user value the engine accepted can always be read back.
+//! Decoding stored records and the `Http` backend's answers so that a user value the engine
+//! accepted can always be read back.
 //!
 //! Records wrap user values (a turn holds its steps, a step its output, …), so a stored record
 //! nests a few levels deeper than the deepest value in it. The engine refuses user values that
-//! nest more than [`MAX_DEPTH`](crate::validate::MAX_DEPTH) levels, which keeps new records far
-//! inside serde_json's default recursion limit of 128; but records written before that limit
+//! nest more than [`MAX_DEPTH`](crate::protocol::validate::MAX_DEPTH) levels, which keeps new
+//! records far inside serde_json's default recursion limit of 128; but records written before that limit
 //! existed, by a Rust caller of the embedded engine or by an older server, may nest deeper. So
 //! a record that serde_json refuses is measured by an iterative scan and decoded again without
 //! the limit: a record up to [`MAX_RECORD_DEPTH`] levels decodes (the recursion this costs is
@@ -27,7 +28,7 @@ pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Resul
         Err(e) => e,
         parsed => return parsed,
     };
-    let depth = crate::validate::text_depth(bytes);
+    let depth = crate::protocol::validate::text_depth(bytes);
     if depth < 128 {
         return Err(first);
     }

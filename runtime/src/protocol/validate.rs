@@ -5,7 +5,16 @@
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::protocol::error::{Error, Result};
+
+/// The most durable calls (steps, sleeps, signal waits) a turn holds by default: the wire's
+/// 64, the engine's default `Limits::steps_per_turn`, and the step context's limit when a
+/// claim does not carry one. A claim from a turnwise server carries the engine's own limit
+/// (the task's `steps_max`), and the step context enforces that instead.
+///
+/// The macros' compile-time budget check keeps its own copy of 64 until the shared-rules crate
+/// (issue 13) gives both one home.
+pub const MAX_STEPS: usize = 64;
 
 /// The longest id, key or name: 128 characters.
 pub const MAX_ID_LEN: usize = 128;

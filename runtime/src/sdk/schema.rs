@@ -36,6 +36,8 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::protocol::SchemaDocument;
+
 /// The JSON Schemas of one workflow definition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -94,6 +96,19 @@ impl WorkflowSchema {
     pub fn step<T: ?Sized + JsonSchema>(mut self, key: impl Into<String>) -> Self {
         self.steps.insert(key.into(), schema_of::<T>());
         self
+    }
+
+    /// The wire document a worker registers with a backend: the message, state, reply and
+    /// signal schemas under the workflow's type and version (step outputs are not part of it).
+    pub fn document(&self) -> SchemaDocument {
+        SchemaDocument {
+            workflow_type: self.name.clone(),
+            version: self.version.clone(),
+            message: self.message.clone(),
+            signals: self.signals.clone(),
+            state: self.state.clone(),
+            reply: self.reply.clone(),
+        }
     }
 
     /// The schema as one pretty-printed JSON document.

@@ -14,6 +14,8 @@
 //! as [`serde_json::Value`] with arbitrary-precision numbers, so nothing is rounded on the way
 //! through.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -511,7 +513,8 @@ pub struct TurnTask {
     /// A turnwise extension: the most durable calls (steps, sleeps, signal waits) the turn
     /// may hold, the engine's `Limits::steps_per_turn`. A worker refuses a call past it itself
     /// (the server would answer `422 step_limit`). Absent from servers that do not send it;
-    /// then the wire's 64 ([`crate::context::MAX_STEPS`]) applies. LBB clients ignore it.
+    /// then the wire's 64 ([`MAX_STEPS`](crate::protocol::validate::MAX_STEPS)) applies. LBB
+    /// clients ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps_max: Option<u64>,
 }
@@ -1032,4 +1035,30 @@ pub struct WorkflowInstance {
     /// Attempts per turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+}
+
+/// `POST /v1/workflows/schemas`: the JSON Schemas of one workflow type and version, as a worker
+/// registers them with [`Backend::register_schema`](crate::Backend::register_schema) and a
+/// server keeps and serves them.
+///
+/// Plain data: the SDK builds it from a workflow's Rust types
+/// (`turnwise::schema::WorkflowSchema::document`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SchemaDocument {
+    /// The workflow type.
+    pub workflow_type: String,
+    /// The version.
+    pub version: String,
+    /// The message schema; `null` or absent when messages are not checked.
+    #[serde(default)]
+    pub message: Value,
+    /// One schema per signal name.
+    #[serde(default)]
+    pub signals: BTreeMap<String, Value>,
+    /// The state schema (served, not checked).
+    #[serde(default)]
+    pub state: Value,
+    /// The reply schema (served, not checked).
+    #[serde(default)]
+    pub reply: Value,
 }

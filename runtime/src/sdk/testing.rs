@@ -37,11 +37,11 @@ use std::time::Duration;
 
 use crate::clock::{Clock, ManualClock};
 use crate::engine::{Engine, EngineConfig};
-use crate::error::Result;
-use crate::handle::{Handle, WorkflowExt};
+use crate::protocol::error::Result;
+use crate::sdk::handle::{Handle, WorkflowExt};
+use crate::sdk::worker::Worker;
+use crate::sdk::workflow::Workflow;
 use crate::store::MemoryStore;
-use crate::worker::Worker;
-use crate::workflow::Workflow;
 
 /// An in-memory engine, a manual clock and a worker.
 #[derive(Clone, Debug)]

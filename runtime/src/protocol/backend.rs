@@ -7,9 +7,8 @@
 
 use async_trait::async_trait;
 
-use crate::error::Result;
+use crate::protocol::error::Result;
 use crate::protocol::*;
-use crate::schema::WorkflowSchema;
 
 /// The message-workflow protocol.
 ///
@@ -66,7 +65,7 @@ pub trait Backend: Send + Sync {
     /// register when they start. The embedded engine does not validate and ignores it (the
     /// typed handles already encode values from their Rust types); a server keeps the schemas
     /// and refuses non-conforming messages and signals with `400 schema_validation_failed`.
-    async fn register_schema(&self, schema: &WorkflowSchema) -> Result<()> {
+    async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
         let _ = schema;
         Ok(())
     }
@@ -131,7 +130,7 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
         (**self).heartbeat(lease).await
     }
-    async fn register_schema(&self, schema: &WorkflowSchema) -> Result<()> {
+    async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
         (**self).register_schema(schema).await
     }
 }

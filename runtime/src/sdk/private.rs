@@ -3,28 +3,22 @@
 //! Not public API: nothing here is covered by semver, and it changes in lockstep with
 //! `turnwise-macros` (which `turnwise` pins exactly).
 
-pub use schemars;
-pub use serde;
-pub use serde_json;
-
-pub use std::boxed::Box;
 pub use std::option::Option;
-pub use std::result::Result;
 pub use std::time::Duration;
 
-pub use crate::codec::{EqFn, JsonCodec};
-pub use crate::context::{BoxStepFn, BoxStepFuture, Resumable, Step, StepCtx, Turn};
 pub use crate::protocol::{Millis, OnExhausted, OperationKind};
-pub use crate::schema::WorkflowSchema;
-pub use crate::workflow::{
-    Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowOptions,
-};
+pub use crate::sdk::codec::{EqFn, JsonCodec};
+pub use crate::sdk::context::{BoxStepFn, Step, StepCtx, Turn};
+pub use crate::sdk::schema::WorkflowSchema;
+pub use crate::sdk::workflow::{Accepts, Signal, TurnResult, Workflow, WorkflowOptions};
 
 use std::future::Future;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+
+use crate::sdk::workflow::TurnError;
 
 /// What a `#[step]` function's marker type knows about it: its output and its default key.
 pub trait StepFn {
@@ -43,9 +37,6 @@ pub trait StepFn {
 pub trait WireState: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
 impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireState for T {}
 
-/// Assert that `T` can be a workflow's state.
-pub const fn assert_state<T: WireState>() {}
-
 /// A workflow's message type.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a workflow's message: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
@@ -55,9 +46,6 @@ pub const fn assert_state<T: WireState>() {}
 pub trait WireMessage: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
 impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireMessage for T {}
 
-/// Assert that `T` can be a workflow's message.
-pub const fn assert_message<T: WireMessage>() {}
-
 /// A workflow's reply type.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a workflow's reply: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
@@ -66,9 +54,6 @@ pub const fn assert_message<T: WireMessage>() {}
 )]
 pub trait WireReply: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
 impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireReply for T {}
-
-/// Assert that `T` can be a workflow's reply.
-pub const fn assert_reply<T: WireReply>() {}
 
 /// A signal type.
 #[diagnostic::on_unimplemented(
@@ -160,46 +145,29 @@ pub const fn str_eq(a: &str, b: &str) -> bool {
     true
 }
 
-/// Whether `s` follows the key rules (1–128 of `A-Z a-z 0-9 _ - .`), in a const context.
-pub const fn is_identifier(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.is_empty() || b.len() > crate::validate::MAX_ID_LEN {
-        return false;
-    }
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if !(c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.') {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
 /// The schema of a workflow's message.
 pub fn message_schema<T: WireMessage>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// The schema of a workflow's state.
 pub fn state_schema<T: WireState>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// The schema of a workflow's reply.
 pub fn reply_schema<T: WireReply>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// The schema of a signal.
 pub fn signal_schema<T: WireSignal + Signal>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// The schema of a step's output.
 pub fn step_schema<T: WireStepOutput>() -> serde_json::Value {
-    crate::schema::schema_of::<T>()
+    crate::sdk::schema::schema_of::<T>()
 }
 
 /// Assemble a workflow's schema.
@@ -239,11 +207,11 @@ impl<T: ?Sized> EqProbe<T> {
 /// Picked when `T: PartialEq`.
 pub trait ViaPartialEq<T> {
     /// `Some(<T as PartialEq>::eq)`.
-    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>>;
+    fn eq_fn(&self) -> Option<crate::sdk::codec::EqFn<T>>;
 }
 
 impl<T: PartialEq> ViaPartialEq<T> for &EqProbe<T> {
-    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>> {
+    fn eq_fn(&self) -> Option<crate::sdk::codec::EqFn<T>> {
         Some(<T as PartialEq>::eq)
     }
 }
@@ -251,11 +219,11 @@ impl<T: PartialEq> ViaPartialEq<T> for &EqProbe<T> {
 /// Picked otherwise.
 pub trait NoPartialEq<T> {
     /// `None`.
-    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>>;
+    fn eq_fn(&self) -> Option<crate::sdk::codec::EqFn<T>>;
 }
 
 impl<T> NoPartialEq<T> for &&EqProbe<T> {
-    fn eq_fn(&self) -> Option<crate::codec::EqFn<T>> {
+    fn eq_fn(&self) -> Option<crate::sdk::codec::EqFn<T>> {
         None
     }
 }

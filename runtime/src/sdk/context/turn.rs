@@ -1,129 +1,22 @@
-//! The turn context ([`Turn`]) and the step context ([`StepCtx`]).
-//!
-//! A turn runs the handler from the top. Every durable call (step, sleep, signal wait) takes
-//! the next *position*; where the turn already has a saved entry at that position, the call
-//! replays it (checking key, kind, sleep length and signal name) and returns the saved value
-//! instead of running again. A call that suspends the turn (a sleep not yet due, a signal wait
-//! with no signal) ends the attempt by never completing: the worker drops the handler's future
-//! at that await, so no code after it runs, whatever the handler does with errors.
+//! The turn context: [`Turn`], the durable calls of one turn and their replay.
 
 use std::collections::HashSet;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::{json, Value};
-use tokio::sync::{mpsc, oneshot, watch};
+use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::backend::Backend;
-use crate::clock::Clock;
-use crate::codec;
-use crate::error::Error;
+use super::{sleep_until_opt, Interrupt, StepCtx, StepOptions, TurnShared};
+use crate::protocol::validate;
 use crate::protocol::*;
-use crate::validate;
-use crate::workflow::{Accepts, Done, Signal, TurnError, Workflow, WorkflowError};
-
-/// The most durable calls (steps, sleeps, signal waits) a turn holds by default: the wire's
-/// 64, the engine's default `Limits::steps_per_turn`, and the step context's limit when a
-/// claim does not carry one. A claim from a turnwise server carries the engine's own limit
-/// (the task's `steps_max`), and the step context enforces that instead.
-///
-/// The macros' compile-time budget check keeps its own copy of 64 until the shared-rules crate
-/// (issue 13) gives both one home.
-pub const MAX_STEPS: usize = 64;
-
-/// Why an attempt stopped without an answer of its own.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Interrupt {
-    /// A sleep or signal wait released the turn; the server re-offers it when due.
-    Suspended,
-    /// The lease is gone (another holder, expiry, cancellation): send nothing more.
-    Lost(String),
-    /// A local step timeout fired: send nothing; the server expires the attempt.
-    Abandoned(String),
-}
-
-/// What a turn shares with the worker driving it.
-pub(crate) struct TurnShared {
-    pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) lease: Lease,
-    pub(crate) effect_prefix: String,
-    pub(crate) workflow: String,
-    pub(crate) version: String,
-    pub(crate) interrupt: watch::Sender<Option<Interrupt>>,
-    /// Whether the driver should send lease heartbeats now.
-    pub(crate) heartbeats: watch::Sender<bool>,
-    pub(crate) progress_every: Duration,
-    pub(crate) clock: Arc<dyn Clock>,
-    /// The most durable calls the turn may hold: the claim's `steps_max`, else [`MAX_STEPS`].
-    pub(crate) steps_max: usize,
-}
-
-impl TurnShared {
-    /// Stop the attempt with `why` and never return: the driver drops the handler future.
-    async fn stop(&self, why: Interrupt) -> ! {
-        self.interrupt.send_if_modified(|slot| {
-            if slot.is_none() {
-                *slot = Some(why);
-                true
-            } else {
-                false
-            }
-        });
-        std::future::pending::<()>().await;
-        unreachable!("a pending future never completes")
-    }
-
-    /// Map a backend error of a turn route by what it means, never by its status: a lost
-    /// lease stops the attempt silently; a refusal ([`Error::is_refusal`]: a limit, a size, a
-    /// conflict, an invalid value) fails the turn for good with the server's message and code;
-    /// anything else (a store or transport failure, an error the protocol does not know)
-    /// fails the attempt retryably.
-    async fn check<T>(&self, what: &str, r: Result<T, Error>) -> Result<T, TurnError> {
-        match r {
-            Ok(v) => Ok(v),
-            Err(e) => Err(self.refused(what, e).await),
-        }
-    }
-
-    /// The [`TurnError`] of a refused call (see [`check`](Self::check)); never returns for a
-    /// lost lease.
-    pub(crate) async fn refused(&self, what: &str, e: Error) -> TurnError {
-        if e.is_lease_lost() {
-            self.stop(Interrupt::Lost(e.to_string())).await
-        }
-        if e.is_refusal() {
-            return TurnError::permanent(format!("{what} was refused ({}): {e}", e.code()));
-        }
-        TurnError::Retry(Box::new(e))
-    }
-}
-
-/// Options of one step call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StepOptions {
-    /// What kind of work the step does (metadata). Default [`OperationKind::Step`].
-    pub kind: OperationKind,
-    /// Per-attempt timeout. Default 5 minutes; 100 ms to 24 h.
-    pub timeout: Duration,
-    /// Abandon the attempt if the step reports no progress for this long.
-    pub heartbeat_timeout: Option<Duration>,
-}
-
-impl Default for StepOptions {
-    fn default() -> Self {
-        Self {
-            kind: OperationKind::Step,
-            timeout: Duration::from_secs(300),
-            heartbeat_timeout: None,
-        }
-    }
-}
+use crate::sdk::codec;
+use crate::sdk::workflow::{Accepts, Done, Signal, TurnError, Workflow, WorkflowError};
 
 /// The context of one turn, handed to the workflow handler.
 ///
@@ -316,7 +209,7 @@ impl<W: Workflow> Turn<W> {
         let deadline = Instant::now() + options.timeout;
         let span = tracing::info_span!("step", key = %key, position, kind = %options.kind);
         let mut fut = std::pin::pin!(tracing::Instrument::instrument(f(ctx.clone()), span));
-        let mut last = ctx.inner.last_write.subscribe();
+        let mut last = ctx.watch_writes();
         let out = loop {
             let quiet = options
                 .heartbeat_timeout
@@ -510,13 +403,6 @@ fn describe(
     out
 }
 
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
-}
-
 /// A step call being configured; `.await` it to run the step.
 #[must_use = "a step does nothing until it is awaited"]
 pub struct Step<'a, W, T, F> {
@@ -560,77 +446,6 @@ impl<W, T, F> Step<'_, W, T, F> {
     }
 }
 
-/// The future of a boxed step body.
-pub type BoxStepFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, TurnError>> + Send + 'a>>;
-
-/// A boxed step body: what a `#[step]` function hands to [`Turn::step`], so that it can return
-/// the nameable type `Step<'a, W, T, BoxStepFn<'a, T>>`.
-pub type BoxStepFn<'a, T> = Box<dyn FnOnce(StepCtx) -> BoxStepFuture<'a, T> + Send + 'a>;
-
-/// A step context whose resume cursor has the type `C`: a `#[step]` function that takes
-/// `s: Resumable<C>` instead of `s: StepCtx` reads its cursor with
-/// [`checkpoint`](Self::checkpoint) and saves one with [`heartbeat`](Self::heartbeat), both
-/// typed. Everything else of [`StepCtx`] is reached through `Deref`.
-pub struct Resumable<C> {
-    ctx: StepCtx,
-    _cursor: PhantomData<fn() -> C>,
-}
-
-impl<C> Resumable<C> {
-    /// The typed view of a step context.
-    pub fn new(ctx: StepCtx) -> Self {
-        Self {
-            ctx,
-            _cursor: PhantomData,
-        }
-    }
-
-    /// The untyped step context.
-    pub fn untyped(&self) -> &StepCtx {
-        &self.ctx
-    }
-}
-
-impl<C: Serialize + DeserializeOwned> Resumable<C> {
-    /// The cursor the last heartbeat of an earlier attempt of this step saved; `None` on a
-    /// first attempt.
-    pub fn checkpoint(&self) -> Option<C> {
-        self.ctx.checkpoint::<C>()
-    }
-
-    /// Save a resume cursor now; a later attempt of this step reads it with
-    /// [`checkpoint`](Self::checkpoint).
-    pub async fn heartbeat(&self, cursor: C) -> Result<(), TurnError> {
-        self.ctx.heartbeat(cursor).await
-    }
-}
-
-impl<C> Clone for Resumable<C> {
-    fn clone(&self) -> Self {
-        Self::new(self.ctx.clone())
-    }
-}
-
-impl<C> std::fmt::Debug for Resumable<C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Resumable").field(&self.ctx).finish()
-    }
-}
-
-impl<C> std::ops::Deref for Resumable<C> {
-    type Target = StepCtx;
-
-    fn deref(&self) -> &StepCtx {
-        &self.ctx
-    }
-}
-
-impl<C> From<StepCtx> for Resumable<C> {
-    fn from(ctx: StepCtx) -> Self {
-        Self::new(ctx)
-    }
-}
-
 impl<'a, W, T, F, Fut> IntoFuture for Step<'a, W, T, F>
 where
     W: Workflow,
@@ -643,271 +458,5 @@ where
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.turn.run_step(self.key, self.options, self.f))
-    }
-}
-
-enum Write {
-    Progress(Value),
-    Heartbeat(Value, oneshot::Sender<Result<(), Error>>),
-    Finish(oneshot::Sender<Result<(), Error>>),
-}
-
-struct StepInner {
-    turn: Arc<TurnShared>,
-    key: String,
-    effect_id: String,
-    cursor: Mutex<Value>,
-    writes: mpsc::UnboundedSender<Write>,
-    last_write: watch::Sender<Instant>,
-}
-
-/// The context of one step attempt: its effect id, resume cursor, heartbeats and progress.
-///
-/// Cheap to clone; clones share the step.
-#[derive(Clone)]
-pub struct StepCtx {
-    inner: Arc<StepInner>,
-}
-
-impl std::fmt::Debug for StepCtx {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepCtx")
-            .field("key", &self.inner.key)
-            .field("effect_id", &self.inner.effect_id)
-            .finish()
-    }
-}
-
-/// The background writer of a step's progress; aborted if the step is dropped.
-struct Writer {
-    task: tokio::task::JoinHandle<Result<(), Error>>,
-    writes: mpsc::UnboundedSender<Write>,
-}
-
-impl Writer {
-    async fn finish(self) -> Result<(), Error> {
-        let (tx, rx) = oneshot::channel();
-        if self.writes.send(Write::Finish(tx)).is_err() {
-            return Ok(());
-        }
-        let r = rx.await.unwrap_or(Ok(()));
-        self.task.abort();
-        r
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl StepCtx {
-    fn start(
-        turn: Arc<TurnShared>,
-        key: &str,
-        cursor: Value,
-        hb: Option<Duration>,
-    ) -> (Self, Writer) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let every = match hb {
-            // min(progress_every, max(50 ms, heartbeat_timeout / 2)), as the wire says; a
-            // clamp would panic when progress_every is under 50 ms (the test env uses zero).
-            Some(d) => (d / 2)
-                .max(Duration::from_millis(50))
-                .min(turn.progress_every),
-            None => turn.progress_every,
-        };
-        let inner = Arc::new(StepInner {
-            effect_id: format!("{}/{key}", turn.effect_prefix),
-            key: key.to_owned(),
-            cursor: Mutex::new(cursor),
-            writes: tx.clone(),
-            last_write: watch::Sender::new(Instant::now()),
-            turn,
-        });
-        let task = tokio::spawn(progress_writer(inner.clone(), rx, every));
-        (StepCtx { inner }, Writer { task, writes: tx })
-    }
-
-    /// The step's effect id, `<effect_prefix>/<key>`: the same on every attempt of this step,
-    /// so pass it to external systems as an idempotency key.
-    pub fn effect_id(&self) -> &str {
-        &self.inner.effect_id
-    }
-
-    /// The step key.
-    pub fn key(&self) -> &str {
-        &self.inner.key
-    }
-
-    /// The lease of the attempt (for fenced writes to other systems).
-    pub fn fence(&self) -> &Lease {
-        &self.inner.turn.lease
-    }
-
-    /// The resume cursor of the last heartbeat of an earlier attempt of this step, decoded as
-    /// `C`; `None` on a first attempt (or if it does not decode as `C`).
-    pub fn checkpoint<C: DeserializeOwned>(&self) -> Option<C> {
-        let cursor = self
-            .inner
-            .cursor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if cursor.is_null() {
-            return None;
-        }
-        serde_json::from_value(cursor).ok()
-    }
-
-    /// Save a resume cursor now (awaited): a later attempt of this step reads it with
-    /// [`checkpoint`](Self::checkpoint). A held progress value is dropped, as this is newer.
-    pub async fn heartbeat<C: Serialize>(&self, cursor: C) -> Result<(), TurnError> {
-        let what = format!("heartbeat of step `{}`", self.inner.key);
-        let cursor = serde_json::to_value(&cursor)
-            .map_err(|e| TurnError::permanent(format!("{what}: cannot be encoded: {e}")))?;
-        let (tx, rx) = oneshot::channel();
-        if self
-            .inner
-            .writes
-            .send(Write::Heartbeat(cursor, tx))
-            .is_err()
-        {
-            return Err(TurnError::permanent(format!(
-                "{what}: the step has already finished"
-            )));
-        }
-        let r = rx.await.unwrap_or(Ok(()));
-        self.inner.turn.check(&what, r).await
-    }
-
-    /// Report progress in the convention `{phase, done, total, unit}`. Fire-and-forget and
-    /// coalesced: a new phase is sent at once, other updates at most once per interval (the
-    /// last one wins).
-    ///
-    /// Details that break the convention (an empty phase, a bad unit) make the step fail for
-    /// good when it returns.
-    pub fn progress(&self, phase: &str, done: u64, total: Option<u64>, unit: &str) {
-        let mut details = serde_json::Map::new();
-        details.insert("phase".into(), json!(phase));
-        details.insert("done".into(), json!(done));
-        if let Some(t) = total {
-            details.insert("total".into(), json!(t));
-        }
-        if !unit.is_empty() {
-            details.insert("unit".into(), json!(unit));
-        }
-        if self
-            .inner
-            .writes
-            .send(Write::Progress(Value::Object(details)))
-            .is_err()
-        {
-            tracing::warn!(key = %self.inner.key, "progress() after the step finished is ignored");
-        }
-    }
-}
-
-/// Sends a step's progress writes strictly in order, coalescing `progress()` calls.
-async fn progress_writer(
-    step: Arc<StepInner>,
-    mut rx: mpsc::UnboundedReceiver<Write>,
-    every: Duration,
-) -> Result<(), Error> {
-    let mut sequence = 0u64;
-    let mut held: Option<Value> = None;
-    let mut last_phase: Option<Value> = None;
-    let mut last_sent: Option<Instant> = None;
-    let mut failed: Option<Error> = None;
-    // The details last sent: a heartbeat repeats them, so it does not wipe the progress view.
-    let mut last_details = Value::Null;
-
-    let send = |details: Value, cursor: Value, sequence: u64| {
-        let step = step.clone();
-        async move {
-            let r = step
-                .turn
-                .backend
-                .progress(ProgressRequest {
-                    lease: step.turn.lease.clone(),
-                    key: step.key.clone(),
-                    sequence,
-                    details,
-                    checkpoint: cursor,
-                })
-                .await
-                .map(|_| ());
-            step.last_write.send_replace(Instant::now());
-            r
-        }
-    };
-    let cursor = || {
-        step.cursor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    };
-
-    loop {
-        let flush_at = held.as_ref().and(last_sent).map(|t| t + every);
-        let msg = tokio::select! {
-            m = rx.recv() => m,
-            () = sleep_until_opt(flush_at) => {
-                if let Some(details) = held.take() {
-                    sequence += 1;
-                    last_details = details.clone();
-                    if let Err(e) = send(details, cursor(), sequence).await { failed.get_or_insert(e); }
-                    last_sent = Some(Instant::now());
-                }
-                continue;
-            }
-        };
-        let Some(msg) = msg else {
-            return failed.map_or(Ok(()), Err);
-        };
-        match msg {
-            Write::Progress(details) => {
-                if let Err(e) = validate::progress_details(&details) {
-                    failed.get_or_insert(e);
-                    continue;
-                }
-                let phase = details.get("phase").cloned();
-                let due = last_sent.is_none_or(|t| t + every <= Instant::now());
-                if phase != last_phase || due {
-                    last_phase = phase;
-                    held = None;
-                    sequence += 1;
-                    last_details = details.clone();
-                    if let Err(e) = send(details, cursor(), sequence).await {
-                        failed.get_or_insert(e);
-                    }
-                    last_sent = Some(Instant::now());
-                } else {
-                    held = Some(details);
-                }
-            }
-            Write::Heartbeat(new_cursor, reply) => {
-                // The heartbeat is newer than a held progress value: it carries it instead.
-                if let Some(details) = held.take() {
-                    last_details = details;
-                }
-                *step.cursor.lock().unwrap_or_else(|p| p.into_inner()) = new_cursor.clone();
-                sequence += 1;
-                let r = send(last_details.clone(), new_cursor, sequence).await;
-                last_sent = Some(Instant::now());
-                let _ = reply.send(r);
-            }
-            Write::Finish(reply) => {
-                if let Some(details) = held.take() {
-                    sequence += 1;
-                    if let Err(e) = send(details, cursor(), sequence).await {
-                        failed.get_or_insert(e);
-                    }
-                }
-                let _ = reply.send(failed.take().map_or(Ok(()), Err));
-                return Ok(());
-            }
-        }
     }
 }

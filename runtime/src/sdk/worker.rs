@@ -20,13 +20,13 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backend::Backend;
 use crate::clock::{Clock, SystemClock};
-use crate::codec;
-use crate::context::{Interrupt, Turn, TurnShared, MAX_STEPS};
-use crate::error::Error;
+use crate::protocol::backend::Backend;
+use crate::protocol::error::Error;
 use crate::protocol::*;
-use crate::workflow::{TurnError, Workflow, WorkflowError};
+use crate::sdk::codec;
+use crate::sdk::context::{Interrupt, Turn, TurnShared, MAX_STEPS};
+use crate::sdk::workflow::{TurnError, Workflow, WorkflowError};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -40,7 +40,7 @@ pub(crate) struct Finished {
 /// A registered workflow with its types erased.
 pub(crate) trait Runnable: Send + Sync {
     fn workflow_ref(&self) -> WorkflowRef;
-    fn schema(&self) -> Option<crate::schema::WorkflowSchema>;
+    fn schema(&self) -> Option<crate::sdk::schema::WorkflowSchema>;
     fn run(
         &self,
         shared: Arc<TurnShared>,
@@ -59,7 +59,7 @@ impl<W: Workflow> Runnable for Registered<W> {
         WorkflowRef::new(W::NAME, W::VERSION)
     }
 
-    fn schema(&self) -> Option<crate::schema::WorkflowSchema> {
+    fn schema(&self) -> Option<crate::sdk::schema::WorkflowSchema> {
         self.0.schema()
     }
 
@@ -338,7 +338,7 @@ impl Worker {
         let mut n = 0;
         for r in self.registry.by_ref.values() {
             if let Some(schema) = r.schema() {
-                self.backend.register_schema(&schema).await?;
+                self.backend.register_schema(&schema.document()).await?;
                 n += 1;
             }
         }

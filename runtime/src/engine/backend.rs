@@ -1,0 +1,871 @@
+//! The protocol's calls on the engine: the one `impl Backend for Engine`.
+//!
+//! Each method is one route of the protocol, read top to bottom: check the input, then load,
+//! decide and commit in a loop that retries on a conflicting revision. The decisions themselves
+//! are helpers grouped by concern: [`rules`](super::rules) (pure rules on records: settling
+//! expired leases, finishing turns, views), `writes` (admission: reserved names, new turns,
+//! sizes, operator actions), `turns` (the lease checks of worker calls) and `claim`
+//! (choosing and leasing an inbox head).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::claim::{check_claim, SCAN};
+use super::rules;
+use super::turns::{check_results, next_position, steps_limit, Decision, YEAR_MS};
+use super::writes::{
+    control_turn_number, due_after_control, new_turn, reserved_type, settle_head, turn_size,
+    Applied, ControlChanges, ORIGIN_KINDS, RESERVED_IDS,
+};
+use super::*;
+use crate::protocol::validate;
+use crate::store::Durability::{Durable, Relaxed};
+use crate::store::{InstanceFilter, TurnRange};
+
+/// The page size of a listing: `limit`, else 50 (or `max` when smaller), at most `max`.
+fn page_limit(limit: Option<u32>, max: u32) -> Result<usize> {
+    let n = limit.unwrap_or(50.min(max));
+    validate::range("limit", n.into(), 1, max.into())?;
+    Ok(n as usize)
+}
+
+#[async_trait]
+impl Backend for Engine {
+    async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance> {
+        let cfg = &self.inner.config;
+        validate::identifier("id", &req.id)?;
+        validate::identifier("workflow_type", &req.workflow_type)?;
+        validate::identifier("version", &req.version)?;
+        reserved_type(&req.workflow_type)?;
+        if RESERVED_IDS.contains(&req.id.as_str()) {
+            return Err(Error::Reserved {
+                code: "reserved_workflow_id",
+                message: format!(
+                    "instance id `{}` is reserved by the server; choose another id",
+                    req.id
+                ),
+            });
+        }
+        let lease_ms = req.lease_ms.unwrap_or(cfg.default_lease_ms);
+        validate::range("lease_ms", lease_ms, 100, 86_400_000)?;
+        let max_attempts = req.max_attempts.unwrap_or(cfg.default_max_attempts);
+        validate::range("max_attempts", max_attempts.into(), 1, 100)?;
+        validate::size("state", &req.state, cfg.limits.state_bytes)?;
+
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.id)?;
+            if let Some(inst) = self.inner.store.load_instance(&self.ns, &req.id).await? {
+                if inst.workflow_type != req.workflow_type || inst.version != req.version {
+                    return Err(Error::conflict(format_args!(
+                        "instance `{}` already exists as {} {}, not {} {}; pick another id or delete it first",
+                        req.id, inst.workflow_type, inst.version, req.workflow_type, req.version
+                    )));
+                }
+                return self.view_instance(inst).await;
+            }
+            let now = self.now();
+            let mut inst = InstanceRecord {
+                ns: self.ns.to_string(),
+                id: req.id.clone(),
+                workflow_type: req.workflow_type.clone(),
+                version: req.version.clone(),
+                state: req.state.clone(),
+                lease_ms,
+                max_attempts,
+                on_exhausted: req.on_exhausted.unwrap_or(OnExhausted::Block),
+                paused: false,
+                created_at_ms: now,
+                updated_at_ms: now,
+                revision: 0,
+                next_turn: 1,
+                pending: Vec::new(),
+                completed_turns: 0,
+                history_through: 0,
+                history_pruned_through: 0,
+                due_at_ms: None,
+                epoch: rules::new_epoch(now),
+            };
+            if self.commit(None, &mut inst, Vec::new(), Durable).await? {
+                return Ok(rules::instance_view(&inst, None, now));
+            }
+        }
+    }
+
+    async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("workflow_id", &req.workflow_id)?;
+        validate::identifier("id", &req.id)?;
+        if req.id.starts_with("continue-") {
+            return Err(Error::invalid(
+                "id",
+                "the `continue-` prefix is reserved for continuations",
+            ));
+        }
+        validate::size("message", &req.message, limits.message_bytes)?;
+        if let Some(origin) = &req.origin {
+            if !ORIGIN_KINDS.contains(&origin.kind.as_str()) {
+                return Err(Error::invalid(
+                    "origin.kind",
+                    format!(
+                        "{:?} is not an origin kind; use one of: {}",
+                        origin.kind,
+                        ORIGIN_KINDS.join(", ")
+                    ),
+                ));
+            }
+            let v = serde_json::to_value(origin).unwrap_or(Value::Null);
+            validate::size("origin", &v, limits.origin_bytes)?;
+        }
+
+        // Admission is optimistic: the store's message-id index is unique, so the new turn is
+        // committed without looking the id up first, and only a commit refused because the id
+        // is taken (or a full inbox, which must not hide a repeat) looks for the kept turn.
+        let mut look_first = false;
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.workflow_id)?;
+            let mut inst = self.load(&req.workflow_id).await?;
+            let full = inst.pending.len() >= limits.pending_messages;
+            if look_first || full {
+                if let Some(t) = self
+                    .inner
+                    .store
+                    .find_message(&self.ns, &inst.id, &req.id)
+                    .await?
+                {
+                    if t.message == req.message {
+                        return Ok(rules::turn_view(&inst, &t));
+                    }
+                    return Err(Error::conflict(format_args!(
+                        "message id `{}` was already admitted as turn {} of `{}` with a different message; \
+                         use a new id for a new message",
+                        req.id, t.number, inst.id
+                    )));
+                }
+            }
+            if full {
+                return Err(Error::LimitReached {
+                    limit: "pending_messages",
+                    message: format!(
+                        "instance `{}` already has {} unfinished messages (the limit); retry once some finish",
+                        inst.id,
+                        inst.pending.len()
+                    ),
+                });
+            }
+            let now = self.now();
+            let number = inst.next_turn;
+            let turn = new_turn(
+                &inst,
+                number,
+                req.id.clone(),
+                req.message.clone(),
+                req.origin.clone(),
+                now,
+            );
+            inst.next_turn += 1;
+            inst.pending.push(number);
+            if inst.pending.len() == 1 && !inst.paused {
+                inst.due_at_ms = Some(now);
+            }
+            let view = rules::turn_view(&inst, &turn);
+            let read_rev = inst.revision;
+            match self
+                .try_commit(Some(read_rev), &mut inst, vec![turn], Durable)
+                .await?
+            {
+                Committed::Done => return Ok(view),
+                Committed::Conflict => {}
+                // Kept by another turn (or by one committed a moment ago): read again, look.
+                Committed::MessageIdTaken(_) => look_first = true,
+            }
+        }
+    }
+
+    async fn get_instance(&self, id: &str) -> Result<WorkflowInstance> {
+        validate::identifier("id", id)?;
+        let inst = self.load(id).await?;
+        self.view_instance(inst).await
+    }
+
+    async fn list_instances(&self, q: ListInstancesQuery) -> Result<InstanceList> {
+        let limit = page_limit(q.limit, 100)?;
+        let filter = InstanceFilter {
+            after: q.after,
+            limit,
+            ..Default::default()
+        };
+        let records = self.inner.store.list_instances(&self.ns, filter).await?;
+        let next_after = (records.len() == limit)
+            .then(|| records.last().map(|i| i.id.clone()))
+            .flatten();
+        let mut instances = Vec::with_capacity(records.len());
+        for inst in records {
+            instances.push(self.view_instance(inst).await?);
+        }
+        Ok(InstanceList {
+            instances,
+            next_after,
+        })
+    }
+
+    async fn instance_inbox(&self, q: InboxQuery) -> Result<InboxResponse> {
+        validate::identifier("id", &q.id)?;
+        let limit = page_limit(q.limit, 100)?;
+        let mut inst = self.load(&q.id).await?;
+        let now = self.now();
+        let range = TurnRange {
+            finished: false,
+            after: q.after,
+            limit,
+        };
+        let mut turns = self
+            .inner
+            .store
+            .list_turns(&self.ns, &inst.id, range)
+            .await?;
+        let mut head = None;
+        if let Some(first) = turns
+            .first_mut()
+            .filter(|t| inst.pending.first() == Some(&t.number))
+        {
+            rules::settle(&mut inst, first, now, &self.inner.config);
+            head = Some(first.clone());
+        }
+        turns.retain(|t| !t.is_finished());
+        let status = match head {
+            Some(_) => rules::instance_status(&inst, head.as_ref(), now),
+            None => self.view_instance(inst.clone()).await?.status,
+        };
+        let next_after = (turns.len() == limit)
+            .then(|| turns.last().map(|t| t.number))
+            .flatten();
+        let oldest = self.inner.store.list_turns(
+            &self.ns,
+            &inst.id,
+            TurnRange {
+                finished: false,
+                after: None,
+                limit: 1,
+            },
+        );
+        let oldest_received_at_ms = oldest.await?.first().map(|t| t.created_at_ms);
+        let newest = match inst.pending.last() {
+            Some(&n) => self
+                .inner
+                .store
+                .load_turn(&self.ns, &inst.id, n)
+                .await?
+                .map(|t| t.created_at_ms),
+            None => None,
+        };
+        Ok(InboxResponse {
+            workflow_id: inst.id.clone(),
+            workflow_type: inst.workflow_type.clone(),
+            version: inst.version.clone(),
+            status,
+            pending_messages: inst.pending.len() as u64,
+            messages: turns
+                .iter()
+                .map(|t| rules::inbox_entry(t, q.payloads))
+                .collect(),
+            next_after,
+            oldest_received_at_ms,
+            newest_received_at_ms: newest,
+        })
+    }
+
+    async fn type_inbox(&self, q: TypeInboxQuery) -> Result<TypeInboxResponse> {
+        validate::identifier("workflow_type", &q.workflow_type)?;
+        if let Some(v) = &q.version {
+            validate::identifier("version", v)?;
+        }
+        let limit = page_limit(q.limit, 100)?;
+        let store = &self.inner.store;
+        let (identities, with_messages) = store
+            .count_instances(&self.ns, &q.workflow_type, q.version.as_deref())
+            .await?;
+        let filter = InstanceFilter {
+            workflow_type: Some(q.workflow_type.clone()),
+            version: q.version.clone(),
+            after: q.after,
+            limit,
+        };
+        let records = store.list_instances(&self.ns, filter).await?;
+        let next_after = (records.len() == limit)
+            .then(|| records.last().map(|i| i.id.clone()))
+            .flatten();
+        let now = self.now();
+        let mut instances = Vec::with_capacity(records.len());
+        for mut inst in records {
+            let mut head = self.load_head(&inst).await?;
+            if let Some(h) = head.as_mut() {
+                rules::settle(&mut inst, h, now, &self.inner.config);
+            }
+            instances.push(TypeInboxEntry {
+                workflow_id: inst.id.clone(),
+                version: inst.version.clone(),
+                status: rules::instance_status(&inst, head.as_ref(), now),
+                pending_messages: inst.pending.len() as u64,
+                oldest_received_at_ms: head.as_ref().map(|h| h.created_at_ms),
+                head: head.as_ref().map(|h| rules::inbox_entry(h, false)),
+            });
+        }
+        Ok(TypeInboxResponse {
+            workflow_type: q.workflow_type,
+            version: q.version,
+            identities,
+            with_messages,
+            instances,
+            next_after,
+        })
+    }
+
+    async fn history(&self, q: HistoryQuery) -> Result<HistoryResponse> {
+        validate::identifier("id", &q.id)?;
+        let limit = page_limit(q.limit, 50)?;
+        let inst = self.load(&q.id).await?;
+        let range = TurnRange {
+            finished: true,
+            after: q.after,
+            limit,
+        };
+        let turns = self
+            .inner
+            .store
+            .list_turns(&self.ns, &inst.id, range)
+            .await?;
+        let next_after = (turns.len() == limit)
+            .then(|| turns.last().map(|t| t.number))
+            .flatten();
+        Ok(HistoryResponse {
+            turns: turns.iter().map(|t| rules::turn_view(&inst, t)).collect(),
+            next_after,
+        })
+    }
+
+    async fn turn(&self, q: TurnQuery) -> Result<WorkflowTurn> {
+        validate::identifier("id", &q.id)?;
+        let mut inst = self.load(&q.id).await?;
+        let mut turn = self.load_turn(&inst, q.turn).await?;
+        if inst.pending.first() == Some(&turn.number) {
+            rules::settle(&mut inst, &mut turn, self.now(), &self.inner.config);
+        }
+        Ok(rules::turn_view(&inst, &turn))
+    }
+
+    async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
+        validate::identifier("workflow_id", &req.workflow_id)?;
+        let number = control_turn_number(&req)?;
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.workflow_id)?;
+            let mut inst = self.load(&req.workflow_id).await?;
+            let read_rev = inst.revision;
+            let now = self.now();
+            let mut head = self.load_head(&inst).await?;
+            // Decide on the head as it stands now (an expired lease may have exhausted it).
+            let mut turns = settle_head(&mut inst, &mut head, now, &self.inner.config);
+            let changes = ControlChanges {
+                inst: &mut inst,
+                head: &mut head,
+                turns: &mut turns,
+                now,
+            };
+            if self.apply_control(&req, number, changes).await? == Applied::Nothing {
+                return self.view_instance(inst).await;
+            }
+            inst.due_at_ms = due_after_control(&inst, head, now);
+            if self
+                .commit(Some(read_rev), &mut inst, turns, Durable)
+                .await?
+            {
+                return self.view_instance(inst).await;
+            }
+        }
+    }
+
+    async fn delete_instance(&self, req: DeleteRequest) -> Result<DeleteResponse> {
+        validate::identifier("workflow_id", &req.workflow_id)?;
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.workflow_id)?;
+            let loaded = match self
+                .inner
+                .store
+                .load_instance(&self.ns, &req.workflow_id)
+                .await
+            {
+                Err(crate::store::StoreError::Unreadable { .. }) => {
+                    // Quarantined: deleting it is how an operator clears it.
+                    let deleted = self
+                        .inner
+                        .store
+                        .delete_unreadable(&self.ns, &req.workflow_id)
+                        .await?;
+                    self.notify();
+                    return Ok(DeleteResponse { deleted });
+                }
+                loaded => loaded?,
+            };
+            let Some(inst) = loaded else {
+                return Ok(DeleteResponse { deleted: false });
+            };
+            let write = WriteSet {
+                ns: self.ns.to_string(),
+                id: inst.id.clone(),
+                expected_revision: Some(inst.revision),
+                instance: None,
+                turns: Vec::new(),
+                retention: None,
+                durability: Durable,
+            };
+            match self.inner.store.commit(write).await {
+                Ok(()) => {
+                    self.notify();
+                    return Ok(DeleteResponse { deleted: true });
+                }
+                Err(CommitError::Conflict) => continue,
+                Err(CommitError::Store(e)) => return Err(e.into()),
+                Err(e @ CommitError::MessageIdTaken { .. }) => {
+                    return Err(Error::Store(format!("deleting `{}`: {e}", inst.id)))
+                }
+            }
+        }
+    }
+
+    async fn claim(&self, req: ClaimRequest) -> Result<ClaimResponse> {
+        check_claim(&req)?;
+        let wait = Duration::from_millis(req.wait_ms).min(self.inner.config.max_claim_wait);
+        let give_up = tokio::time::Instant::now() + wait;
+        let store = &self.inner.store;
+        loop {
+            // Subscribe before scanning, so a commit between the scan and the wait still wakes us.
+            let mut wake = self.inner.wake.subscribe();
+            let now = self.now();
+            for id in store.due(&self.ns, &req.workflows, now, SCAN).await? {
+                match self.try_claim(&id, &req).await {
+                    Ok(Some(task)) => return Ok(ClaimResponse { task: Some(task) }),
+                    Ok(None) => {}
+                    // A quarantined instance: the store logged it and took it off the
+                    // schedule; the claim goes on with the others.
+                    Err(Error::Unreadable { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if tokio::time::Instant::now() >= give_up {
+                return Ok(ClaimResponse { task: None });
+            }
+            let next_due = store.next_due(&self.ns, &req.workflows).await?;
+            let timer = async {
+                match next_due {
+                    Some(at) if at > now => self.inner.clock.sleep_until(at).await,
+                    // Something is due but was not claimable (held by a racing claim): look again
+                    // after the commits in flight, without spinning.
+                    Some(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = wake.changed() => {}
+                () = timer => {}
+                () = tokio::time::sleep_until(give_up) => {}
+            }
+        }
+    }
+
+    async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
+        validate::identifier("key", &req.key)?;
+        validate::range("timeout_ms", req.timeout_ms, 100, 86_400_000)?;
+        if let Some(hb) = req.heartbeat_timeout_ms {
+            validate::range("heartbeat_timeout_ms", hb, 100, req.timeout_ms)?;
+        }
+        steps_limit(req.position, self.inner.config.limits.steps_per_turn)?;
+        self.on_turn(&req.lease, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            let same = turn.operation.as_ref().is_some_and(|op| {
+                op.key == req.key
+                    && op.kind == req.kind
+                    && op.timeout_ms == req.timeout_ms
+                    && op.heartbeat_timeout_ms == req.heartbeat_timeout_ms
+            });
+            if same && req.position as usize == turn.steps.len() {
+                return Ok(Decision::Answer);
+            }
+            next_position(&inst.id, turn, req.position, &req.key)?;
+            let carried = [turn.operation.as_ref(), turn.last_operation.as_ref()]
+                .into_iter()
+                .flatten()
+                .find(|op| op.key == req.key)
+                .map_or(Value::Null, |op| op.checkpoint.clone());
+            turn.operation = Some(TurnOperation {
+                key: req.key.clone(),
+                kind: req.kind,
+                attempt: turn.attempt,
+                started_at_ms: now,
+                timeout_ms: req.timeout_ms,
+                deadline_ms: now.saturating_add(req.timeout_ms as Millis),
+                last_heartbeat_ms: now,
+                sequence: 0,
+                details: Value::Null,
+                checkpoint: carried,
+                heartbeat_timeout_ms: req.heartbeat_timeout_ms,
+            });
+            rules::touch(turn, now);
+            Ok(Decision::Write(Relaxed, Vec::new()))
+        })
+        .await
+    }
+
+    async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("key", &req.key)?;
+        validate::range("sequence", req.sequence, 1, u64::MAX)?;
+        validate::size("details", &req.details, limits.details_bytes)?;
+        validate::size("checkpoint", &req.checkpoint, limits.checkpoint_bytes)?;
+        validate::progress_details(&req.details)?;
+        self.on_turn(&req.lease, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            let number = turn.number;
+            let Some(op) = turn.operation.as_mut().filter(|op| op.key == req.key) else {
+                return Err(Error::conflict(format_args!(
+                    "no step `{}` is running in turn {number}; start it with an operation first",
+                    req.key
+                )));
+            };
+            if op.sequence == req.sequence
+                && op.details == req.details
+                && op.checkpoint == req.checkpoint
+            {
+                return Ok(Decision::Answer);
+            }
+            if req.sequence <= op.sequence {
+                return Err(Error::conflict(format_args!(
+                    "progress sequence {} of step `{}` is not after the last accepted one ({})",
+                    req.sequence, req.key, op.sequence
+                )));
+            }
+            op.sequence = req.sequence;
+            op.details = req.details.clone();
+            op.checkpoint = req.checkpoint.clone();
+            op.last_heartbeat_ms = now;
+            rules::touch(turn, now);
+            Ok(Decision::Write(Relaxed, Vec::new()))
+        })
+        .await
+    }
+
+    async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("key", &req.key)?;
+        match (req.kind, req.delay_ms) {
+            (CheckpointKind::Signal, _) => {
+                return Err(Error::invalid(
+                    "kind",
+                    "signal waits are saved through wait-signal; use `step` or `sleep`",
+                ))
+            }
+            (CheckpointKind::Step, Some(_)) => {
+                return Err(Error::invalid(
+                    "delay_ms",
+                    "only a `sleep` checkpoint carries delay_ms",
+                ))
+            }
+            (CheckpointKind::Sleep, None) => {
+                return Err(Error::invalid(
+                    "delay_ms",
+                    "a `sleep` checkpoint needs delay_ms",
+                ))
+            }
+            (CheckpointKind::Sleep, Some(d)) => {
+                validate::range("delay_ms", d, 0, YEAR_MS)?;
+                if !req.output.is_null() {
+                    return Err(Error::invalid(
+                        "output",
+                        "a `sleep` checkpoint has no output",
+                    ));
+                }
+            }
+            (CheckpointKind::Step, None) => {}
+        }
+        validate::size("output", &req.output, limits.output_bytes)?;
+        steps_limit(req.position, limits.steps_per_turn)?;
+        self.on_turn(&req.lease, |inst, turn, now| {
+            let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
+                && turn.steps.get(req.position as usize).is_some_and(|s| {
+                    s.key == req.key
+                        && s.kind == req.kind
+                        && s.output == req.output
+                        && s.delay_ms == req.delay_ms
+                });
+            if repeat {
+                return Ok(Decision::Answer);
+            }
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            next_position(&inst.id, turn, req.position, &req.key)?;
+            let mut step = StepCheckpoint {
+                key: req.key.clone(),
+                kind: req.kind,
+                output: req.output.clone(),
+                at_ms: now,
+                delay_ms: None,
+                signal_name: None,
+                wake_at_ms: None,
+            };
+            if let Some(delay) = req.delay_ms {
+                let wake = now.saturating_add(delay as Millis);
+                step.delay_ms = Some(delay);
+                step.wake_at_ms = Some(wake);
+                rules::release(turn, now);
+                turn.status = TurnStatus::Waiting;
+                turn.ready_at_ms = wake;
+                turn.resume = true;
+            }
+            turn.steps.push(step);
+            turn.operation = None;
+            turn.last_operation = None;
+            rules::touch(turn, now);
+            turn_size(turn, limits.turn_bytes)?;
+            Ok(Decision::Write(Durable, Vec::new()))
+        })
+        .await
+    }
+
+    async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("key", &req.key)?;
+        validate::identifier("name", &req.name)?;
+        validate::range("timeout_ms", req.timeout_ms, 1, YEAR_MS)?;
+        steps_limit(req.position, limits.steps_per_turn)?;
+        self.on_turn(&req.lease, |inst, turn, now| {
+            let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
+                && turn.steps.get(req.position as usize).is_some_and(|s| {
+                    s.key == req.key
+                        && s.kind == CheckpointKind::Signal
+                        && s.signal_name.as_deref() == Some(req.name.as_str())
+                        && s.delay_ms == Some(req.timeout_ms)
+                });
+            if repeat {
+                return Ok(Decision::Answer);
+            }
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            next_position(&inst.id, turn, req.position, &req.key)?;
+            let mut step = StepCheckpoint {
+                key: req.key.clone(),
+                kind: CheckpointKind::Signal,
+                output: Value::Null,
+                at_ms: now,
+                delay_ms: Some(req.timeout_ms),
+                signal_name: Some(req.name.clone()),
+                wake_at_ms: None,
+            };
+            // Signals are kept in arrival order, so the first unconsumed match is the oldest.
+            if let Some(sig) = turn
+                .signals
+                .iter_mut()
+                .find(|s| s.consumed_by.is_none() && s.name == req.name)
+            {
+                sig.consumed_by = Some(req.key.clone());
+                step.output = json!({"received": true, "value": sig.value});
+            } else {
+                let wake = now.saturating_add(req.timeout_ms as Millis);
+                step.wake_at_ms = Some(wake);
+                rules::release(turn, now);
+                turn.status = TurnStatus::Waiting;
+                turn.ready_at_ms = wake;
+                turn.resume = true;
+            }
+            turn.steps.push(step);
+            rules::touch(turn, now);
+            turn_size(turn, limits.turn_bytes)?;
+            Ok(Decision::Write(Durable, Vec::new()))
+        })
+        .await
+    }
+
+    async fn signal(&self, req: SignalRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("workflow_id", &req.workflow_id)?;
+        validate::identifier("id", &req.id)?;
+        validate::identifier("name", &req.name)?;
+        validate::size("value", &req.value, limits.signal_bytes)?;
+
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.workflow_id)?;
+            let mut inst = self.load(&req.workflow_id).await?;
+            let mut turn = self.load_turn(&inst, req.turn).await?;
+            if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
+                if s.name == req.name && s.value == req.value {
+                    return Ok(rules::turn_view(&inst, &turn));
+                }
+                return Err(Error::conflict(format_args!(
+                    "signal id `{}` was already delivered to turn {} with another name or value; use a new id",
+                    req.id, turn.number
+                )));
+            }
+            if turn.is_finished() {
+                return Err(Error::conflict(format_args!(
+                    "turn {} of `{}` is {}; signals go to unfinished turns",
+                    turn.number, inst.id, turn.status
+                )));
+            }
+            if turn.signals.len() >= limits.signals_per_turn {
+                return Err(Error::LimitReached {
+                    limit: "signals",
+                    message: format!(
+                        "turn {} of `{}` already holds {} signals (the limit)",
+                        turn.number,
+                        inst.id,
+                        turn.signals.len()
+                    ),
+                });
+            }
+            let now = self.now();
+            let mut signal = TurnSignal {
+                id: req.id.clone(),
+                name: req.name.clone(),
+                value: req.value.clone(),
+                at_ms: now,
+                consumed_by: None,
+            };
+            let waiting = turn.status == TurnStatus::Waiting && turn.ready_at_ms > now;
+            if let Some(step) = turn.steps.last_mut().filter(|s| {
+                waiting
+                    && s.kind == CheckpointKind::Signal
+                    && s.output.is_null()
+                    && s.signal_name.as_deref() == Some(req.name.as_str())
+            }) {
+                step.output = json!({"received": true, "value": req.value});
+                signal.consumed_by = Some(step.key.clone());
+                turn.status = TurnStatus::Queued;
+                turn.ready_at_ms = now;
+                if inst.pending.first() == Some(&turn.number) && !inst.paused {
+                    inst.due_at_ms = Some(now);
+                }
+            }
+            turn.signals.push(signal);
+            rules::touch(&mut turn, now);
+            turn_size(&turn, limits.turn_bytes)?;
+            let view = rules::turn_view(&inst, &turn);
+            let read_rev = inst.revision;
+            if self
+                .commit(Some(read_rev), &mut inst, vec![turn], Durable)
+                .await?
+            {
+                return Ok(view);
+            }
+        }
+    }
+
+    async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+        validate::size("state", &req.state, limits.state_bytes)?;
+        validate::size("result", &req.result, limits.result_bytes)?;
+        if let Some(c) = &req.continuation {
+            validate::size("continuation.message", &c.message, limits.message_bytes)?;
+        }
+        check_results(req.results.as_ref())?;
+        let digest = rules::completion_digest(
+            &req.state,
+            &req.result,
+            req.continuation.as_ref().map(|c| &c.message),
+        );
+        self.on_turn(&req.lease, |inst, turn, now| {
+            if turn.token.as_deref() == Some(req.lease.token.as_str())
+                && turn.completion_digest.as_deref() == Some(digest.as_str())
+            {
+                return Ok(Decision::Answer);
+            }
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            let mut extra = Vec::new();
+            if let Some(c) = &req.continuation {
+                let number = inst.next_turn;
+                let mut origin = MessageOrigin::new("continuation");
+                origin.fields.insert("turn".into(), json!(turn.number));
+                origin
+                    .fields
+                    .insert("message_id".into(), json!(turn.message_id));
+                let next = new_turn(
+                    inst,
+                    number,
+                    format!("continue-{}", turn.number),
+                    c.message.clone(),
+                    Some(origin),
+                    now,
+                );
+                inst.next_turn += 1;
+                inst.pending.push(number);
+                turn.continued_to = Some(number);
+                extra.push(next);
+            }
+            if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
+                run.usage = Some(usage.clone());
+            }
+            turn.result = req.result.clone();
+            turn.state_after = req.state.clone();
+            turn.completion_digest = Some(digest.clone());
+            turn.resume = false;
+            rules::finish(inst, turn, TurnStatus::Completed, now);
+            turn_size(turn, limits.turn_bytes)?;
+            inst.state = req.state.clone();
+            Ok(Decision::Write(Durable, extra))
+        })
+        .await
+    }
+
+    async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
+        if req.non_retryable && req.retry_at_ms.is_some() {
+            return Err(Error::invalid(
+                "retry_at_ms",
+                "cannot be combined with non_retryable: true",
+            ));
+        }
+        check_results(req.results.as_ref())?;
+        let error: String = req.error.chars().take(1000).collect();
+        let config = &self.inner.config;
+        self.on_turn(&req.lease, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
+                run.usage = Some(usage.clone());
+            }
+            if let Some(at) = req.retry_at_ms {
+                let at = at.clamp(
+                    now.saturating_add(1000),
+                    now.saturating_add(366 * 24 * 3600 * 1000),
+                );
+                rules::release(turn, now);
+                turn.status = TurnStatus::Waiting;
+                turn.ready_at_ms = at;
+                turn.wait = Some(TurnWait {
+                    since_ms: now,
+                    until_ms: at,
+                    reason: None,
+                });
+                turn.resume = true;
+                turn.error = Some(error.clone());
+            } else if req.non_retryable {
+                turn.error = Some(error.clone());
+                turn.resume = false;
+                rules::exhaust(inst, turn, now);
+            } else {
+                rules::fail_attempt(inst, turn, now, error.clone(), config);
+            }
+            rules::touch(turn, now);
+            Ok(Decision::Write(Durable, Vec::new()))
+        })
+        .await
+    }
+
+    async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
+        self.on_turn(&lease, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &lease.token, now)?;
+            turn.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
+            rules::touch(turn, now);
+            Ok(Decision::Write(Relaxed, Vec::new()))
+        })
+        .await
+    }
+}

@@ -1,0 +1,15 @@
+//! The contract: the protocol's wire types, the [`Backend`](backend::Backend) trait, the typed
+//! error and the input rules.
+//!
+//! This layer imports nothing else of the crate; the stores, the engine, the HTTP client and
+//! the SDK all build on it. Its wire types are re-exported here, so `turnwise::protocol::*`
+//! names every request and response.
+
+pub mod backend;
+pub mod error;
+#[cfg(any(feature = "sqlite", feature = "http"))]
+pub(crate) mod json;
+mod types;
+pub mod validate;
+
+pub use types::*;

@@ -1,0 +1,382 @@
+//! The step context: [`StepCtx`], a step's effect id, resume cursor, heartbeats and progress;
+//! [`Resumable`], its typed-cursor view; and the options of a step call.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use super::{sleep_until_opt, TurnShared};
+use crate::protocol::error::Error;
+use crate::protocol::*;
+use crate::sdk::workflow::TurnError;
+
+/// Options of one step call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepOptions {
+    /// What kind of work the step does (metadata). Default [`OperationKind::Step`].
+    pub kind: OperationKind,
+    /// Per-attempt timeout. Default 5 minutes; 100 ms to 24 h.
+    pub timeout: Duration,
+    /// Abandon the attempt if the step reports no progress for this long.
+    pub heartbeat_timeout: Option<Duration>,
+}
+
+impl Default for StepOptions {
+    fn default() -> Self {
+        Self {
+            kind: OperationKind::Step,
+            timeout: Duration::from_secs(300),
+            heartbeat_timeout: None,
+        }
+    }
+}
+
+/// The future of a boxed step body.
+pub type BoxStepFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, TurnError>> + Send + 'a>>;
+
+/// A boxed step body: what a `#[step]` function hands to [`Turn::step`](super::Turn::step),
+/// so that it can return the nameable type `Step<'a, W, T, BoxStepFn<'a, T>>`.
+pub type BoxStepFn<'a, T> = Box<dyn FnOnce(StepCtx) -> BoxStepFuture<'a, T> + Send + 'a>;
+
+/// A step context whose resume cursor has the type `C`: a `#[step]` function that takes
+/// `s: Resumable<C>` instead of `s: StepCtx` reads its cursor with
+/// [`checkpoint`](Self::checkpoint) and saves one with [`heartbeat`](Self::heartbeat), both
+/// typed. Everything else of [`StepCtx`] is reached through `Deref`.
+pub struct Resumable<C> {
+    ctx: StepCtx,
+    _cursor: PhantomData<fn() -> C>,
+}
+
+impl<C> Resumable<C> {
+    /// The typed view of a step context.
+    pub fn new(ctx: StepCtx) -> Self {
+        Self {
+            ctx,
+            _cursor: PhantomData,
+        }
+    }
+
+    /// The untyped step context.
+    pub fn untyped(&self) -> &StepCtx {
+        &self.ctx
+    }
+}
+
+impl<C: Serialize + DeserializeOwned> Resumable<C> {
+    /// The cursor the last heartbeat of an earlier attempt of this step saved; `None` on a
+    /// first attempt.
+    pub fn checkpoint(&self) -> Option<C> {
+        self.ctx.checkpoint::<C>()
+    }
+
+    /// Save a resume cursor now; a later attempt of this step reads it with
+    /// [`checkpoint`](Self::checkpoint).
+    pub async fn heartbeat(&self, cursor: C) -> Result<(), TurnError> {
+        self.ctx.heartbeat(cursor).await
+    }
+}
+
+impl<C> Clone for Resumable<C> {
+    fn clone(&self) -> Self {
+        Self::new(self.ctx.clone())
+    }
+}
+
+impl<C> std::fmt::Debug for Resumable<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Resumable").field(&self.ctx).finish()
+    }
+}
+
+impl<C> std::ops::Deref for Resumable<C> {
+    type Target = StepCtx;
+
+    fn deref(&self) -> &StepCtx {
+        &self.ctx
+    }
+}
+
+impl<C> From<StepCtx> for Resumable<C> {
+    fn from(ctx: StepCtx) -> Self {
+        Self::new(ctx)
+    }
+}
+
+enum Write {
+    Progress(Value),
+    Heartbeat(Value, oneshot::Sender<Result<(), Error>>),
+    Finish(oneshot::Sender<Result<(), Error>>),
+}
+
+struct StepInner {
+    turn: Arc<TurnShared>,
+    key: String,
+    effect_id: String,
+    cursor: Mutex<Value>,
+    writes: mpsc::UnboundedSender<Write>,
+    last_write: watch::Sender<Instant>,
+}
+
+/// The context of one step attempt: its effect id, resume cursor, heartbeats and progress.
+///
+/// Cheap to clone; clones share the step.
+#[derive(Clone)]
+pub struct StepCtx {
+    inner: Arc<StepInner>,
+}
+
+impl std::fmt::Debug for StepCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepCtx")
+            .field("key", &self.inner.key)
+            .field("effect_id", &self.inner.effect_id)
+            .finish()
+    }
+}
+
+/// The background writer of a step's progress; aborted if the step is dropped.
+pub(super) struct Writer {
+    task: tokio::task::JoinHandle<Result<(), Error>>,
+    writes: mpsc::UnboundedSender<Write>,
+}
+
+impl Writer {
+    pub(super) async fn finish(self) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        if self.writes.send(Write::Finish(tx)).is_err() {
+            return Ok(());
+        }
+        let r = rx.await.unwrap_or(Ok(()));
+        self.task.abort();
+        r
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl StepCtx {
+    /// A receiver that changes whenever the step writes progress or a heartbeat.
+    pub(super) fn watch_writes(&self) -> watch::Receiver<Instant> {
+        self.inner.last_write.subscribe()
+    }
+
+    pub(super) fn start(
+        turn: Arc<TurnShared>,
+        key: &str,
+        cursor: Value,
+        hb: Option<Duration>,
+    ) -> (Self, Writer) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let every = match hb {
+            // min(progress_every, max(50 ms, heartbeat_timeout / 2)), as the wire says; a
+            // clamp would panic when progress_every is under 50 ms (the test env uses zero).
+            Some(d) => (d / 2)
+                .max(Duration::from_millis(50))
+                .min(turn.progress_every),
+            None => turn.progress_every,
+        };
+        let inner = Arc::new(StepInner {
+            effect_id: format!("{}/{key}", turn.effect_prefix),
+            key: key.to_owned(),
+            cursor: Mutex::new(cursor),
+            writes: tx.clone(),
+            last_write: watch::Sender::new(Instant::now()),
+            turn,
+        });
+        let task = tokio::spawn(progress_writer(inner.clone(), rx, every));
+        (StepCtx { inner }, Writer { task, writes: tx })
+    }
+
+    /// The step's effect id, `<effect_prefix>/<key>`: the same on every attempt of this step,
+    /// so pass it to external systems as an idempotency key.
+    pub fn effect_id(&self) -> &str {
+        &self.inner.effect_id
+    }
+
+    /// The step key.
+    pub fn key(&self) -> &str {
+        &self.inner.key
+    }
+
+    /// The lease of the attempt (for fenced writes to other systems).
+    pub fn fence(&self) -> &Lease {
+        &self.inner.turn.lease
+    }
+
+    /// The resume cursor of the last heartbeat of an earlier attempt of this step, decoded as
+    /// `C`; `None` on a first attempt (or if it does not decode as `C`).
+    pub fn checkpoint<C: DeserializeOwned>(&self) -> Option<C> {
+        let cursor = self
+            .inner
+            .cursor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if cursor.is_null() {
+            return None;
+        }
+        serde_json::from_value(cursor).ok()
+    }
+
+    /// Save a resume cursor now (awaited): a later attempt of this step reads it with
+    /// [`checkpoint`](Self::checkpoint). A held progress value is dropped, as this is newer.
+    pub async fn heartbeat<C: Serialize>(&self, cursor: C) -> Result<(), TurnError> {
+        let what = format!("heartbeat of step `{}`", self.inner.key);
+        let cursor = serde_json::to_value(&cursor)
+            .map_err(|e| TurnError::permanent(format!("{what}: cannot be encoded: {e}")))?;
+        let (tx, rx) = oneshot::channel();
+        if self
+            .inner
+            .writes
+            .send(Write::Heartbeat(cursor, tx))
+            .is_err()
+        {
+            return Err(TurnError::permanent(format!(
+                "{what}: the step has already finished"
+            )));
+        }
+        let r = rx.await.unwrap_or(Ok(()));
+        self.inner.turn.check(&what, r).await
+    }
+
+    /// Report progress in the convention `{phase, done, total, unit}`. Fire-and-forget and
+    /// coalesced: a new phase is sent at once, other updates at most once per interval (the
+    /// last one wins).
+    ///
+    /// Details that break the convention (an empty phase, a bad unit) make the step fail for
+    /// good when it returns.
+    pub fn progress(&self, phase: &str, done: u64, total: Option<u64>, unit: &str) {
+        let mut details = serde_json::Map::new();
+        details.insert("phase".into(), json!(phase));
+        details.insert("done".into(), json!(done));
+        if let Some(t) = total {
+            details.insert("total".into(), json!(t));
+        }
+        if !unit.is_empty() {
+            details.insert("unit".into(), json!(unit));
+        }
+        if self
+            .inner
+            .writes
+            .send(Write::Progress(Value::Object(details)))
+            .is_err()
+        {
+            tracing::warn!(key = %self.inner.key, "progress() after the step finished is ignored");
+        }
+    }
+}
+
+/// Sends a step's progress writes strictly in order, coalescing `progress()` calls.
+async fn progress_writer(
+    step: Arc<StepInner>,
+    mut rx: mpsc::UnboundedReceiver<Write>,
+    every: Duration,
+) -> Result<(), Error> {
+    let mut sequence = 0u64;
+    let mut held: Option<Value> = None;
+    let mut last_phase: Option<Value> = None;
+    let mut last_sent: Option<Instant> = None;
+    let mut failed: Option<Error> = None;
+    // The details last sent: a heartbeat repeats them, so it does not wipe the progress view.
+    let mut last_details = Value::Null;
+
+    let send = |details: Value, cursor: Value, sequence: u64| {
+        let step = step.clone();
+        async move {
+            let r = step
+                .turn
+                .backend
+                .progress(ProgressRequest {
+                    lease: step.turn.lease.clone(),
+                    key: step.key.clone(),
+                    sequence,
+                    details,
+                    checkpoint: cursor,
+                })
+                .await
+                .map(|_| ());
+            step.last_write.send_replace(Instant::now());
+            r
+        }
+    };
+    let cursor = || {
+        step.cursor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    };
+
+    loop {
+        let flush_at = held.as_ref().and(last_sent).map(|t| t + every);
+        let msg = tokio::select! {
+            m = rx.recv() => m,
+            () = sleep_until_opt(flush_at) => {
+                if let Some(details) = held.take() {
+                    sequence += 1;
+                    last_details = details.clone();
+                    if let Err(e) = send(details, cursor(), sequence).await { failed.get_or_insert(e); }
+                    last_sent = Some(Instant::now());
+                }
+                continue;
+            }
+        };
+        let Some(msg) = msg else {
+            return failed.map_or(Ok(()), Err);
+        };
+        match msg {
+            Write::Progress(details) => {
+                if let Err(e) = validate::progress_details(&details) {
+                    failed.get_or_insert(e);
+                    continue;
+                }
+                let phase = details.get("phase").cloned();
+                let due = last_sent.is_none_or(|t| t + every <= Instant::now());
+                if phase != last_phase || due {
+                    last_phase = phase;
+                    held = None;
+                    sequence += 1;
+                    last_details = details.clone();
+                    if let Err(e) = send(details, cursor(), sequence).await {
+                        failed.get_or_insert(e);
+                    }
+                    last_sent = Some(Instant::now());
+                } else {
+                    held = Some(details);
+                }
+            }
+            Write::Heartbeat(new_cursor, reply) => {
+                // The heartbeat is newer than a held progress value: it carries it instead.
+                if let Some(details) = held.take() {
+                    last_details = details;
+                }
+                *step.cursor.lock().unwrap_or_else(|p| p.into_inner()) = new_cursor.clone();
+                sequence += 1;
+                let r = send(last_details.clone(), new_cursor, sequence).await;
+                last_sent = Some(Instant::now());
+                let _ = reply.send(r);
+            }
+            Write::Finish(reply) => {
+                if let Some(details) = held.take() {
+                    sequence += 1;
+                    if let Err(e) = send(details, cursor(), sequence).await {
+                        failed.get_or_insert(e);
+                    }
+                }
+                let _ = reply.send(failed.take().map_or(Ok(()), Err));
+                return Ok(());
+            }
+        }
+    }
+}

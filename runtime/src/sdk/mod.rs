@@ -1,0 +1,17 @@
+//! What workflow authors use: workflow definitions, the turn and step contexts, typed handles,
+//! the worker, codecs, the test environment and JSON Schemas of workflows. (`private.rs`, the
+//! support of generated code, is declared at the crate root as `turnwise::__private`, the path
+//! the macros name.)
+//!
+//! This layer builds on the protocol (it talks to any [`Backend`](crate::Backend)) and, for
+//! [`testing`] only, on the engine and the in-memory store. Nothing below it imports it. Its
+//! modules are re-exported at the crate root (`turnwise::workflow`, `turnwise::context`, …).
+
+pub mod codec;
+pub mod context;
+pub mod handle;
+mod outcome;
+pub mod schema;
+pub mod testing;
+pub mod worker;
+pub mod workflow;
