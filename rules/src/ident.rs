@@ -68,7 +68,10 @@ pub fn check_identifier(s: &str) -> Result<(), IdentifierError> {
     if s.is_empty() {
         return Err(IdentifierError::Empty);
     }
-    if let Some(c) = s.chars().find(|c| !c.is_ascii() || !is_identifier_byte(*c as u8)) {
+    if let Some(c) = s
+        .chars()
+        .find(|c| !c.is_ascii() || !is_identifier_byte(*c as u8))
+    {
         return Err(IdentifierError::Character(c));
     }
     if s.len() > MAX_LEN {
@@ -83,7 +86,14 @@ mod tests {
 
     #[test]
     fn accepts_the_allowed_characters_up_to_the_limit() {
-        for s in ["a", "counter-1.v2_x", "A.B-C_D", "0", "..", &"k".repeat(MAX_LEN)] {
+        for s in [
+            "a",
+            "counter-1.v2_x",
+            "A.B-C_D",
+            "0",
+            "..",
+            &"k".repeat(MAX_LEN),
+        ] {
             assert!(is_identifier(s), "{s:?}");
             assert_eq!(check_identifier(s), Ok(()), "{s:?}");
         }
@@ -97,9 +107,15 @@ mod tests {
             ("a/b", IdentifierError::Character('/')),
             ("ünï", IdentifierError::Character('ü')),
             ("semi;colon", IdentifierError::Character(';')),
-            (&*"x".repeat(MAX_LEN + 1), IdentifierError::TooLong(MAX_LEN + 1)),
+            (
+                &*"x".repeat(MAX_LEN + 1),
+                IdentifierError::TooLong(MAX_LEN + 1),
+            ),
             // Too long and a bad character: the character is the reason.
-            (&*format!("{}é", "x".repeat(200)), IdentifierError::Character('é')),
+            (
+                &*format!("{}é", "x".repeat(200)),
+                IdentifierError::Character('é'),
+            ),
         ];
         for (s, want) in cases {
             assert!(!is_identifier(s), "{s:?}");

@@ -9,8 +9,12 @@ pub fn is_reserved_type(workflow_type: &str) -> bool {
 }
 
 /// Instance ids the wire reserves (`403 reserved_workflow_id`).
-pub const RESERVED_INSTANCE_IDS: [&str; 4] =
-    ["model-checks", "search-tuning", "model-trials", "calibration"];
+pub const RESERVED_INSTANCE_IDS: [&str; 4] = [
+    "model-checks",
+    "search-tuning",
+    "model-trials",
+    "calibration",
+];
 
 /// Whether an instance id is reserved.
 pub fn is_reserved_instance_id(id: &str) -> bool {

@@ -198,7 +198,10 @@ mod tests {
         for r in Route::ALL {
             let p = r.path();
             assert!(p.starts_with("/v1/workflows/"), "{p}");
-            assert!(!p.contains(['{', '}', '?', ' ']) && !p.ends_with('/'), "{p}");
+            assert!(
+                !p.contains(['{', '}', '?', ' ']) && !p.ends_with('/'),
+                "{p}"
+            );
         }
     }
 
@@ -208,10 +211,7 @@ mod tests {
         assert_eq!(paths.len(), Route::ALL.len() - 2);
         assert_eq!(paths[0], "/v1/workflows/instances");
         assert!(paths.contains(&"/v1/workflows/schemas"));
-        assert_eq!(
-            Route::Claim.to_string(),
-            "POST /v1/workflows/turns/claim"
-        );
+        assert_eq!(Route::Claim.to_string(), "POST /v1/workflows/turns/claim");
         assert_eq!(Route::ListInstances.method(), Method::Get);
         assert_eq!(Route::CreateInstance.method(), Method::Post);
     }

@@ -33,9 +33,9 @@ use crate::workflow::{Accepts, Done, Signal, TurnError, Workflow, WorkflowError}
 /// claim does not carry one. A claim from a turnwise server carries the engine's own limit
 /// (the task's `steps_max`), and the step context enforces that instead.
 ///
-/// The macros' compile-time budget check keeps its own copy of 64 until the shared-rules crate
-/// (issue 13) gives both one home.
-pub const MAX_STEPS: usize = 64;
+/// The number is `turnwise_rules::limits::STEPS_PER_TURN`, which the macros' compile-time
+/// budget check reads too.
+pub const MAX_STEPS: usize = turnwise_rules::limits::STEPS_PER_TURN;
 
 /// Why an attempt stopped without an answer of its own.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -161,21 +161,7 @@ pub const fn str_eq(a: &str, b: &str) -> bool {
 }
 
 /// Whether `s` follows the key rules (1–128 of `A-Z a-z 0-9 _ - .`), in a const context.
-pub const fn is_identifier(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.is_empty() || b.len() > crate::validate::MAX_ID_LEN {
-        return false;
-    }
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if !(c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.') {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
+pub use turnwise_rules::ident::is_identifier;
 
 /// The schema of a workflow's message.
 pub fn message_schema<T: WireMessage>() -> serde_json::Value {

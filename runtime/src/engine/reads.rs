@@ -4,9 +4,10 @@ use super::rules;
 use super::*;
 use crate::store::{InstanceFilter, TurnRange};
 use crate::validate;
+use turnwise_rules::limits;
 
 fn page_limit(limit: Option<u32>, max: u32) -> Result<usize> {
-    let n = limit.unwrap_or(50.min(max));
+    let n = limit.unwrap_or(limits::PAGE_DEFAULT.min(max));
     validate::range("limit", n.into(), 1, max.into())?;
     Ok(n as usize)
 }
@@ -19,7 +20,7 @@ impl Engine {
     }
 
     pub(super) async fn do_list(&self, q: ListInstancesQuery) -> Result<InstanceList> {
-        let limit = page_limit(q.limit, 100)?;
+        let limit = page_limit(q.limit, limits::PAGE_MAX)?;
         let filter = InstanceFilter {
             after: q.after,
             limit,
@@ -41,7 +42,7 @@ impl Engine {
 
     pub(super) async fn do_inbox(&self, q: InboxQuery) -> Result<InboxResponse> {
         validate::identifier("id", &q.id)?;
-        let limit = page_limit(q.limit, 100)?;
+        let limit = page_limit(q.limit, limits::PAGE_MAX)?;
         let mut inst = self.load(&q.id).await?;
         let now = self.now();
         let range = TurnRange {
@@ -110,7 +111,7 @@ impl Engine {
         if let Some(v) = &q.version {
             validate::identifier("version", v)?;
         }
-        let limit = page_limit(q.limit, 100)?;
+        let limit = page_limit(q.limit, limits::PAGE_MAX)?;
         let store = &self.inner.store;
         let (identities, with_messages) = store
             .count_instances(&self.ns, &q.workflow_type, q.version.as_deref())

@@ -12,7 +12,10 @@ use super::*;
 use crate::store::Durability::{Durable, Relaxed};
 use crate::validate;
 
-const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
+use turnwise_rules::durations::{
+    HEARTBEAT_TIMEOUT_MIN_MS, OPERATION_TIMEOUT, RETRY_AT_AHEAD, SLEEP_DELAY, WAIT_TIMEOUT,
+};
+use turnwise_rules::{limits, names};
 
 /// The step limit (`Limits::steps_per_turn`, carried to workers as the task's `steps_max`):
 /// `422 step_limit`, so that every worker fails the attempt with this message instead of
@@ -188,9 +191,11 @@ impl Engine {
 
     pub(super) async fn do_operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
         validate::identifier("key", &req.key)?;
-        validate::range("timeout_ms", req.timeout_ms, 100, 86_400_000)?;
+        let timeout = OPERATION_TIMEOUT;
+        validate::range("timeout_ms", req.timeout_ms, timeout.min, timeout.max)?;
         if let Some(hb) = req.heartbeat_timeout_ms {
-            validate::range("heartbeat_timeout_ms", hb, 100, req.timeout_ms)?;
+            let min = HEARTBEAT_TIMEOUT_MIN_MS;
+            validate::range("heartbeat_timeout_ms", hb, min, req.timeout_ms)?;
         }
         steps_limit(req.position, self.inner.config.limits.steps_per_turn)?;
         self.on_turn(&req.lease, |inst, turn, now| {
@@ -290,7 +295,7 @@ impl Engine {
                 ))
             }
             (CheckpointKind::Sleep, Some(d)) => {
-                validate::range("delay_ms", d, 0, YEAR_MS)?;
+                validate::range("delay_ms", d, SLEEP_DELAY.min, SLEEP_DELAY.max)?;
                 if !req.output.is_null() {
                     return Err(Error::invalid(
                         "output",
@@ -347,7 +352,8 @@ impl Engine {
         let limits = &self.inner.config.limits;
         validate::identifier("key", &req.key)?;
         validate::identifier("name", &req.name)?;
-        validate::range("timeout_ms", req.timeout_ms, 1, YEAR_MS)?;
+        let bounds = WAIT_TIMEOUT;
+        validate::range("timeout_ms", req.timeout_ms, bounds.min, bounds.max)?;
         steps_limit(req.position, limits.steps_per_turn)?;
         self.on_turn(&req.lease, |inst, turn, now| {
             let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
@@ -418,7 +424,7 @@ impl Engine {
             let mut extra = Vec::new();
             if let Some(c) = &req.continuation {
                 let number = inst.next_turn;
-                let mut origin = MessageOrigin::new("continuation");
+                let mut origin = MessageOrigin::new(names::CONTINUATION_ORIGIN_KIND);
                 origin.fields.insert("turn".into(), json!(turn.number));
                 origin
                     .fields
@@ -426,7 +432,7 @@ impl Engine {
                 let next = new_turn(
                     inst,
                     number,
-                    format!("continue-{}", turn.number),
+                    format!("{}{}", names::CONTINUATION_ID_PREFIX, turn.number),
                     c.message.clone(),
                     Some(origin),
                     now,
@@ -459,7 +465,7 @@ impl Engine {
             ));
         }
         check_results(req.results.as_ref())?;
-        let error: String = req.error.chars().take(1000).collect();
+        let error: String = req.error.chars().take(limits::ERROR_CHARS).collect();
         let config = &self.inner.config;
         self.on_turn(&req.lease, |inst, turn, now| {
             rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
@@ -468,8 +474,8 @@ impl Engine {
             }
             if let Some(at) = req.retry_at_ms {
                 let at = at.clamp(
-                    now.saturating_add(1000),
-                    now.saturating_add(366 * 24 * 3600 * 1000),
+                    now.saturating_add(RETRY_AT_AHEAD.min as Millis),
+                    now.saturating_add(RETRY_AT_AHEAD.max as Millis),
                 );
                 rules::release(turn, now);
                 turn.status = TurnStatus::Waiting;

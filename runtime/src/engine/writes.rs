@@ -6,36 +6,17 @@ use super::rules::{self, Settled};
 use super::*;
 use crate::store::Durability::Durable;
 use crate::validate;
-
-/// Instance ids the wire reserves.
-const RESERVED_IDS: &[&str] = &[
-    "model-checks",
-    "search-tuning",
-    "model-trials",
-    "calibration",
-];
-
-/// Origin kinds a client may send; `continuation` is made by the engine only.
-const ORIGIN_KINDS: &[&str] = &[
-    "app",
-    "console",
-    "manual",
-    "watch",
-    "backfill",
-    "commit",
-    "schema_changed",
-    "requeue",
-    "migration",
-    "schedule",
-    "event",
-    "signal",
-];
+use turnwise_rules::durations::LEASE;
+use turnwise_rules::{limits, names};
 
 pub(super) fn reserved_type(workflow_type: &str) -> Result<()> {
-    if workflow_type.starts_with("lbb.") {
+    if names::is_reserved_type(workflow_type) {
         return Err(Error::Reserved {
             code: "reserved_workflow_type",
-            message: format!("workflow type `{workflow_type}` is reserved: names starting `lbb.` belong to the server"),
+            message: format!(
+                "workflow type `{workflow_type}` is reserved: names starting `{}` belong to the server",
+                names::RESERVED_TYPE_PREFIX
+            ),
         });
     }
     Ok(())
@@ -80,7 +61,7 @@ impl Engine {
         validate::identifier("workflow_type", &req.workflow_type)?;
         validate::identifier("version", &req.version)?;
         reserved_type(&req.workflow_type)?;
-        if RESERVED_IDS.contains(&req.id.as_str()) {
+        if names::is_reserved_instance_id(&req.id) {
             return Err(Error::Reserved {
                 code: "reserved_workflow_id",
                 message: format!(
@@ -90,9 +71,10 @@ impl Engine {
             });
         }
         let lease_ms = req.lease_ms.unwrap_or(cfg.default_lease_ms);
-        validate::range("lease_ms", lease_ms, 100, 86_400_000)?;
+        validate::range("lease_ms", lease_ms, LEASE.min, LEASE.max)?;
         let max_attempts = req.max_attempts.unwrap_or(cfg.default_max_attempts);
-        validate::range("max_attempts", max_attempts.into(), 1, 100)?;
+        let (min, max) = (limits::MAX_ATTEMPTS_MIN, limits::MAX_ATTEMPTS_MAX);
+        validate::range("max_attempts", max_attempts.into(), min.into(), max.into())?;
         validate::size("state", &req.state, cfg.limits.state_bytes)?;
 
         let mut tries = Tries::new();
@@ -139,21 +121,24 @@ impl Engine {
         let limits = &self.inner.config.limits;
         validate::identifier("workflow_id", &req.workflow_id)?;
         validate::identifier("id", &req.id)?;
-        if req.id.starts_with("continue-") {
+        if req.id.starts_with(names::CONTINUATION_ID_PREFIX) {
             return Err(Error::invalid(
                 "id",
-                "the `continue-` prefix is reserved for continuations",
+                format!(
+                    "the `{}` prefix is reserved for continuations",
+                    names::CONTINUATION_ID_PREFIX
+                ),
             ));
         }
         validate::size("message", &req.message, limits.message_bytes)?;
         if let Some(origin) = &req.origin {
-            if !ORIGIN_KINDS.contains(&origin.kind.as_str()) {
+            if !names::is_client_origin_kind(&origin.kind) {
                 return Err(Error::invalid(
                     "origin.kind",
                     format!(
                         "{:?} is not an origin kind; use one of: {}",
                         origin.kind,
-                        ORIGIN_KINDS.join(", ")
+                        names::ORIGIN_KINDS.join(", ")
                     ),
                 ));
             }
