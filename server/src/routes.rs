@@ -5,14 +5,13 @@ use std::time::{Duration, Instant};
 use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
 use axum::routing::{get, on, post, MethodFilter, MethodRouter};
-use axum::Router;
+use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use turnwise::protocol::*;
 use turnwise::Backend;
 use turnwise_rules::{Method, Route};
 
-use crate::answer::Json;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Ns, Query};
 use crate::schemas::SchemaDocument;
