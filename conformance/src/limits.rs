@@ -8,7 +8,10 @@ use turnwise::Backend;
 use crate::support::*;
 use crate::Fixture;
 
-const KIB: usize = 1024;
+use turnwise_rules::limits::{
+    CHECKPOINT_BYTES, DETAILS_BYTES, MESSAGE_BYTES, ORIGIN_BYTES, OUTPUT_BYTES, PENDING_MESSAGES,
+    RESULT_BYTES, SIGNAL_BYTES, STATE_BYTES, STEPS_PER_TURN, TURN_BYTES,
+};
 
 async fn running<B: Backend + ?Sized>(b: &B) -> Lease {
     create(b, "inst-1").await;
@@ -25,30 +28,32 @@ pub async fn steps_per_turn(f: impl Fixture) {
     let task = claim(&b, "m1 is ready").await;
     assert_eq!(
         task.steps_max,
-        Some(64),
+        Some(STEPS_PER_TURN as u64),
         "the task carries the engine's step limit"
     );
     let l = lease(&task);
-    for i in 0..64u32 {
+    let limit = u32::try_from(STEPS_PER_TURN).expect("the step limit fits a position");
+    for i in 0..limit {
         step(&b, &l, i, &format!("s{i}"), json!(i)).await;
     }
     let before = snapshot(&b, "inst-1").await;
     expect_step_limit(
-        b.operation(operation_request(&l, 64, "s64")).await,
+        b.operation(operation_request(&l, limit, "s64")).await,
         "an operation at position 64",
     );
     expect_step_limit(
-        b.checkpoint(step_request(&l, 64, "s64", json!(64))).await,
+        b.checkpoint(step_request(&l, limit, "s64", json!(64)))
+            .await,
         "a step at position 64",
     );
     expect_step_limit(
-        b.checkpoint(sleep_request(&l, 64, "nap", 1_000)).await,
+        b.checkpoint(sleep_request(&l, limit, "nap", 1_000)).await,
         "a sleep at position 64",
     );
     expect_step_limit(
         b.wait_signal(WaitSignalRequest {
             lease: l.clone(),
-            position: 64,
+            position: limit,
             key: "wait".into(),
             name: "go".into(),
             timeout_ms: 1_000,
@@ -64,10 +69,10 @@ pub async fn steps_per_turn(f: impl Fixture) {
 pub async fn state_size(f: impl Fixture) {
     let b = f.backend();
     let mut req = create_request("at-limit");
-    req.state = json_of_len(64 * KIB);
+    req.state = json_of_len(STATE_BYTES);
     create_with(&b, req).await;
     let mut req = create_request("over");
-    req.state = json_of_len(64 * KIB + 1);
+    req.state = json_of_len(STATE_BYTES + 1);
     expect_too_large(
         b.create_instance(req).await,
         None,
@@ -81,13 +86,17 @@ pub async fn state_size(f: impl Fixture) {
     let l = running(&b).await;
     let before = snapshot(&b, "inst-1").await;
     expect_too_large(
-        b.complete(complete_request(&l, json_of_len(64 * KIB + 1), json!(null)))
-            .await,
+        b.complete(complete_request(
+            &l,
+            json_of_len(STATE_BYTES + 1),
+            json!(null),
+        ))
+        .await,
         None,
         "a completion with a 64 KiB + 1 state",
     );
     assert_unchanged(&b, "inst-1", &before, "a completion with too large a state").await;
-    complete(&b, &l, json_of_len(64 * KIB), json!(null)).await;
+    complete(&b, &l, json_of_len(STATE_BYTES), json!(null)).await;
 }
 
 /// A step output is at most 64 KiB.
@@ -100,13 +109,13 @@ pub async fn output_size(f: impl Fixture) {
     );
     let before = snapshot(&b, "inst-1").await;
     expect_too_large(
-        b.checkpoint(step_request(&l, 0, "big", json_of_len(64 * KIB + 1)))
+        b.checkpoint(step_request(&l, 0, "big", json_of_len(OUTPUT_BYTES + 1)))
             .await,
         None,
         "a 64 KiB + 1 step output",
     );
     assert_unchanged(&b, "inst-1", &before, "a too large step output").await;
-    checkpoint_step(&b, &l, 0, "big", json_of_len(64 * KIB)).await;
+    checkpoint_step(&b, &l, 0, "big", json_of_len(OUTPUT_BYTES)).await;
 }
 
 /// A reply is at most 64 KiB.
@@ -115,13 +124,17 @@ pub async fn result_size(f: impl Fixture) {
     let l = running(&b).await;
     let before = snapshot(&b, "inst-1").await;
     expect_too_large(
-        b.complete(complete_request(&l, json!(null), json_of_len(64 * KIB + 1)))
-            .await,
+        b.complete(complete_request(
+            &l,
+            json!(null),
+            json_of_len(RESULT_BYTES + 1),
+        ))
+        .await,
         None,
         "a 64 KiB + 1 reply",
     );
     assert_unchanged(&b, "inst-1", &before, "a too large reply").await;
-    complete(&b, &l, json!(null), json_of_len(64 * KIB)).await;
+    complete(&b, &l, json!(null), json_of_len(RESULT_BYTES)).await;
 }
 
 /// A message (and a continuation's message) is at most 32 KiB.
@@ -130,25 +143,29 @@ pub async fn message_size(f: impl Fixture) {
     create(&b, "inst-1").await;
     let before = snapshot(&b, "inst-1").await;
     expect_too_large(
-        b.send_message(message_request("inst-1", "big", json_of_len(32 * KIB + 1)))
-            .await,
+        b.send_message(message_request(
+            "inst-1",
+            "big",
+            json_of_len(MESSAGE_BYTES + 1),
+        ))
+        .await,
         Some("message"),
         "a 32 KiB + 1 message",
     );
     assert_unchanged(&b, "inst-1", &before, "a too large message").await;
-    send(&b, "inst-1", "m1", json_of_len(32 * KIB)).await;
+    send(&b, "inst-1", "m1", json_of_len(MESSAGE_BYTES)).await;
 
     let l = lease(&claim(&b, "m1 is ready").await);
     let before = snapshot(&b, "inst-1").await;
     let mut req = complete_request(&l, json!(null), json!(null));
     req.continuation = Some(Continuation {
-        message: json_of_len(32 * KIB + 1),
+        message: json_of_len(MESSAGE_BYTES + 1),
     });
     expect_too_large(b.complete(req).await, None, "a 32 KiB + 1 continuation");
     assert_unchanged(&b, "inst-1", &before, "a too large continuation").await;
     let mut req = complete_request(&l, json!(null), json!(null));
     req.continuation = Some(Continuation {
-        message: json_of_len(32 * KIB),
+        message: json_of_len(MESSAGE_BYTES),
     });
     ok(b.complete(req).await, "a 32 KiB continuation");
 }
@@ -158,10 +175,16 @@ pub async fn message_size(f: impl Fixture) {
 pub async fn turn_size(f: impl Fixture) {
     let b = f.backend();
     create(&b, "inst-1").await;
-    send(&b, "inst-1", "m1", json_of_len(32 * KIB)).await;
+    send(&b, "inst-1", "m1", json_of_len(MESSAGE_BYTES)).await;
     let l = lease(&claim(&b, "m1 is ready").await);
+    // Three values of this size fit beside the message; a fourth passes the turn limit.
+    const VALUE: usize = 60_000;
+    const {
+        assert!(VALUE <= OUTPUT_BYTES && MESSAGE_BYTES + 3 * VALUE < TURN_BYTES);
+        assert!(MESSAGE_BYTES + 4 * VALUE > TURN_BYTES);
+    }
     for i in 0..3u32 {
-        step(&b, &l, i, &format!("s{i}"), json_of_len(60_000)).await;
+        step(&b, &l, i, &format!("s{i}"), json_of_len(VALUE)).await;
     }
     // ~212 KB kept; one more 60 000-byte value passes 256 KiB.
     ok(
@@ -170,13 +193,13 @@ pub async fn turn_size(f: impl Fixture) {
     );
     let before = snapshot(&b, "inst-1").await;
     expect_too_large(
-        b.checkpoint(step_request(&l, 3, "s3", json_of_len(60_000)))
+        b.checkpoint(step_request(&l, 3, "s3", json_of_len(VALUE)))
             .await,
         Some("turn"),
         "a step that takes the turn past 256 KiB",
     );
     expect_too_large(
-        b.complete(complete_request(&l, json!(null), json_of_len(60_000)))
+        b.complete(complete_request(&l, json!(null), json_of_len(VALUE)))
             .await,
         Some("turn"),
         "a reply that takes the turn past 256 KiB",
@@ -191,17 +214,21 @@ pub async fn turn_size(f: impl Fixture) {
 pub async fn pending_messages(f: impl Fixture) {
     let b = f.backend();
     create(&b, "inst-1").await;
-    for i in 0..128 {
+    for i in 0..PENDING_MESSAGES {
         send(&b, "inst-1", &format!("m{i}"), json!(i)).await;
     }
     let before = snapshot(&b, "inst-1").await;
     assert_eq!(
         before.instance.as_ref().map(|i| i.pending_messages),
-        Some(128)
+        Some(PENDING_MESSAGES as u64)
     );
     expect_limit(
-        b.send_message(message_request("inst-1", "m128", json!(128)))
-            .await,
+        b.send_message(message_request(
+            "inst-1",
+            &format!("m{PENDING_MESSAGES}"),
+            json!(PENDING_MESSAGES),
+        ))
+        .await,
         "inbox_full",
         "a 129th pending message",
     );
@@ -214,8 +241,18 @@ pub async fn pending_messages(f: impl Fixture) {
     assert_unchanged(&b, "inst-1", &before, "a repeat to a full inbox").await;
 
     run_next(&b, json!(null)).await;
-    let t = send(&b, "inst-1", "m128", json!(128)).await;
-    assert_eq!(t.number, 129, "after one turn finished there is room again");
+    let t = send(
+        &b,
+        "inst-1",
+        &format!("m{PENDING_MESSAGES}"),
+        json!(PENDING_MESSAGES),
+    )
+    .await;
+    assert_eq!(
+        t.number,
+        PENDING_MESSAGES as u64 + 1,
+        "after one turn finished there is room again"
+    );
 }
 
 /// A signal value is at most 32 KiB.
@@ -230,14 +267,14 @@ pub async fn signal_size(f: impl Fixture) {
             1,
             "big",
             "data",
-            json_of_len(32 * KIB + 1),
+            json_of_len(SIGNAL_BYTES + 1),
         ))
         .await,
         None,
         "a 32 KiB + 1 signal value",
     );
     assert_unchanged(&b, "inst-1", &before, "a too large signal").await;
-    signal(&b, "inst-1", 1, "ok", "data", json_of_len(32 * KIB)).await;
+    signal(&b, "inst-1", 1, "ok", "data", json_of_len(SIGNAL_BYTES)).await;
 }
 
 /// Progress details are at most 8 KiB and the resume cursor at most 32 KiB.
@@ -254,7 +291,7 @@ pub async fn progress_sizes(f: impl Fixture) {
             &l,
             "a",
             1,
-            json_of_len(8 * KIB + 1),
+            json_of_len(DETAILS_BYTES + 1),
             Value::Null,
         ))
         .await,
@@ -267,7 +304,7 @@ pub async fn progress_sizes(f: impl Fixture) {
             "a",
             1,
             Value::Null,
-            json_of_len(32 * KIB + 1),
+            json_of_len(CHECKPOINT_BYTES + 1),
         ))
         .await,
         None,
@@ -279,8 +316,8 @@ pub async fn progress_sizes(f: impl Fixture) {
             &l,
             "a",
             1,
-            json_of_len(8 * KIB),
-            json_of_len(32 * KIB),
+            json_of_len(DETAILS_BYTES),
+            json_of_len(CHECKPOINT_BYTES),
         ))
         .await,
         "progress exactly at both limits",
@@ -298,7 +335,7 @@ pub async fn origin_size(f: impl Fixture) {
         o
     };
     let big = origin(1_100);
-    assert!(json_len(&serde_json::to_value(&big).expect("origin serializes")) > KIB);
+    assert!(json_len(&serde_json::to_value(&big).expect("origin serializes")) > ORIGIN_BYTES);
     let before = snapshot(&b, "inst-1").await;
     let mut req = message_request("inst-1", "m1", json!(null));
     req.origin = Some(big);

@@ -286,13 +286,20 @@ pub async fn signal_to_finished_turn(f: impl Fixture) {
 pub async fn signal_limit(f: impl Fixture) {
     let b = f.backend();
     one_message(&b).await;
-    for i in 0..64 {
+    let limit = turnwise_rules::limits::SIGNALS_PER_TURN;
+    for i in 0..limit {
         signal(&b, "inst-1", 1, &format!("s{i}"), "tick", json!(i)).await;
     }
     let before = snapshot(&b, "inst-1").await;
     expect_limit(
-        b.signal(signal_request("inst-1", 1, "s64", "tick", json!(64)))
-            .await,
+        b.signal(signal_request(
+            "inst-1",
+            1,
+            &format!("s{limit}"),
+            "tick",
+            json!(limit),
+        ))
+        .await,
         "signal_limit",
         "the 65th signal to one turn",
     );

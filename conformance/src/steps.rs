@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 use turnwise::protocol::*;
 use turnwise::Backend;
+use turnwise_rules::names::{CONTINUATION_ID_PREFIX, CONTINUATION_ORIGIN_KIND};
 
 use crate::support::*;
 use crate::{advance_ms, Fixture};
@@ -617,11 +618,11 @@ pub async fn continuation_queues_behind(f: impl Fixture) {
     );
     assert_eq!(inbox_numbers(&inbox(&b, "inst-1").await), vec![2, 3, 4]);
     let cont = turn(&b, "inst-1", 4).await;
-    assert_eq!(cont.message_id, "continue-1");
+    assert_eq!(cont.message_id, format!("{CONTINUATION_ID_PREFIX}1"));
     assert_eq!(cont.message, json!({"next": true}));
     assert_eq!(cont.status, TurnStatus::Queued);
     let origin = cont.origin.expect("a continuation has an origin");
-    assert_eq!(origin.kind, "continuation");
+    assert_eq!(origin.kind, CONTINUATION_ORIGIN_KIND);
     assert_eq!(origin.fields.get("turn"), Some(&json!(1)));
     assert_eq!(origin.fields.get("message_id"), Some(&json!("m1")));
     assert_eq!(

@@ -5,6 +5,16 @@ use serde_json::{json, Value};
 use turnwise::protocol::*;
 use turnwise::Backend;
 
+use turnwise_rules::durations::{
+    HEARTBEAT_TIMEOUT_MIN_MS, LEASE, OPERATION_TIMEOUT, SLEEP_DELAY, WAIT_TIMEOUT,
+};
+use turnwise_rules::ident::MAX_LEN;
+use turnwise_rules::limits::{MAX_ATTEMPTS_MAX, MAX_ATTEMPTS_MIN};
+use turnwise_rules::names::{
+    CONTINUATION_ID_PREFIX, CONTINUATION_ORIGIN_KIND, ORIGIN_KINDS, RESERVED_INSTANCE_IDS,
+    RESERVED_TYPE_PREFIX,
+};
+
 use crate::support::*;
 use crate::Fixture;
 
@@ -16,7 +26,7 @@ fn bad_ids() -> Vec<String> {
         "a/b".into(),
         "ünï".into(),
         "semi;colon".into(),
-        "x".repeat(129),
+        "x".repeat(MAX_LEN + 1),
     ]
 }
 
@@ -52,7 +62,7 @@ pub async fn invalid_identifiers(f: impl Fixture) {
         b.get_instance("inst-bad").await,
         "an instance refused at creation",
     );
-    let long = "i".repeat(128);
+    let long = "i".repeat(MAX_LEN);
     create(&b, &long).await;
 
     create(&b, "inst-1").await;
@@ -143,8 +153,9 @@ pub async fn invalid_identifiers(f: impl Fixture) {
 /// refused whole.
 pub async fn reserved_names(f: impl Fixture) {
     let b = f.backend();
+    let reserved_type = format!("{RESERVED_TYPE_PREFIX}agent");
     let mut req = create_request("inst-lbb");
-    req.workflow_type = "lbb.agent".into();
+    req.workflow_type = reserved_type.clone();
     expect_reserved(
         b.create_instance(req).await,
         "reserved_workflow_type",
@@ -154,12 +165,7 @@ pub async fn reserved_names(f: impl Fixture) {
         b.get_instance("inst-lbb").await,
         "a reserved type is not created",
     );
-    for id in [
-        "model-checks",
-        "search-tuning",
-        "model-trials",
-        "calibration",
-    ] {
+    for id in RESERVED_INSTANCE_IDS {
         expect_reserved(
             b.create_instance(create_request(id)).await,
             "reserved_workflow_id",
@@ -176,7 +182,7 @@ pub async fn reserved_names(f: impl Fixture) {
             WORKER,
             vec![
                 WorkflowRef::new(TYPE, VERSION),
-                WorkflowRef::new("lbb.agent", "v1"),
+                WorkflowRef::new(reserved_type, "v1"),
             ],
         ))
         .await,
@@ -208,10 +214,10 @@ pub async fn execution_credential_refused(f: impl Fixture) {
 pub async fn numeric_ranges(f: impl Fixture) {
     let b = f.backend();
     for (lease_ms, max_attempts, param) in [
-        (Some(99), None, "lease_ms"),
-        (Some(86_400_001), None, "lease_ms"),
-        (None, Some(0), "max_attempts"),
-        (None, Some(101), "max_attempts"),
+        (Some(LEASE.min - 1), None, "lease_ms"),
+        (Some(LEASE.max + 1), None, "lease_ms"),
+        (None, Some(MAX_ATTEMPTS_MIN - 1), "max_attempts"),
+        (None, Some(MAX_ATTEMPTS_MAX + 1), "max_attempts"),
     ] {
         let mut req = create_request("inst-range");
         req.lease_ms = lease_ms;
@@ -224,12 +230,12 @@ pub async fn numeric_ranges(f: impl Fixture) {
     }
     expect_not_found(b.get_instance("inst-range").await, "refused creates");
     let mut req = create_request("inst-lo");
-    req.lease_ms = Some(100);
-    req.max_attempts = Some(1);
+    req.lease_ms = Some(LEASE.min);
+    req.max_attempts = Some(MAX_ATTEMPTS_MIN);
     create_with(&b, req).await;
     let mut req = create_request("inst-hi");
-    req.lease_ms = Some(86_400_000);
-    req.max_attempts = Some(100);
+    req.lease_ms = Some(LEASE.max);
+    req.max_attempts = Some(MAX_ATTEMPTS_MAX);
     create_with(&b, req).await;
 
     create(&b, "inst-1").await;
@@ -237,9 +243,13 @@ pub async fn numeric_ranges(f: impl Fixture) {
     let l = lease(&claim_as(&b, WORKER, "m1 is ready").await);
     let before = snapshot(&b, "inst-1").await;
     for (timeout_ms, heartbeat_timeout_ms, param) in [
-        (99, None, "timeout_ms"),
-        (86_400_001, None, "timeout_ms"),
-        (10_000, Some(99), "heartbeat_timeout_ms"),
+        (OPERATION_TIMEOUT.min - 1, None, "timeout_ms"),
+        (OPERATION_TIMEOUT.max + 1, None, "timeout_ms"),
+        (
+            10_000,
+            Some(HEARTBEAT_TIMEOUT_MIN_MS - 1),
+            "heartbeat_timeout_ms",
+        ),
         (10_000, Some(10_001), "heartbeat_timeout_ms"),
     ] {
         let mut req = operation_request(&l, 0, "a");
@@ -251,8 +261,7 @@ pub async fn numeric_ranges(f: impl Fixture) {
             &format!("operation with timeout_ms {timeout_ms}, heartbeat {heartbeat_timeout_ms:?}"),
         );
     }
-    const YEAR_MS: u64 = 365 * 24 * 3_600_000;
-    for timeout in [0, YEAR_MS + 1] {
+    for timeout in [WAIT_TIMEOUT.min - 1, WAIT_TIMEOUT.max + 1] {
         expect_invalid(
             b.wait_signal(wait_request(&l, 0, "w", "approve", timeout))
                 .await,
@@ -261,29 +270,30 @@ pub async fn numeric_ranges(f: impl Fixture) {
         );
     }
     expect_invalid(
-        b.checkpoint(sleep_request(&l, 0, "nap", YEAR_MS + 1)).await,
+        b.checkpoint(sleep_request(&l, 0, "nap", SLEEP_DELAY.max + 1))
+            .await,
         "delay_ms",
         "a sleep longer than 365 days",
     );
     assert_unchanged(&b, "inst-1", &before, "requests out of range").await;
 
     let mut req = operation_request(&l, 0, "a");
-    req.timeout_ms = 86_400_000;
-    req.heartbeat_timeout_ms = Some(86_400_000);
+    req.timeout_ms = OPERATION_TIMEOUT.max;
+    req.heartbeat_timeout_ms = Some(OPERATION_TIMEOUT.max);
     ok(
         b.operation(req).await,
         "an operation at the top of both ranges",
     );
     checkpoint_step(&b, &l, 0, "a", json!(1)).await;
     let mut req = operation_request(&l, 1, "b");
-    req.timeout_ms = 100;
-    req.heartbeat_timeout_ms = Some(100);
+    req.timeout_ms = OPERATION_TIMEOUT.min;
+    req.heartbeat_timeout_ms = Some(HEARTBEAT_TIMEOUT_MIN_MS);
     ok(
         b.operation(req).await,
         "an operation at the bottom of both ranges",
     );
     checkpoint_step(&b, &l, 1, "b", json!(2)).await;
-    sleep(&b, &l, 2, "long-nap", YEAR_MS).await;
+    sleep(&b, &l, 2, "long-nap", SLEEP_DELAY.max).await;
 }
 
 /// Checkpoint kinds: `signal` is not a checkpoint kind, steps take no `delay_ms`, sleeps need
@@ -346,21 +356,7 @@ pub async fn fail_rules(f: impl Fixture) {
 pub async fn origin_kind(f: impl Fixture) {
     let b = f.backend();
     create(&b, "inst-1").await;
-    let kinds = [
-        "app",
-        "console",
-        "manual",
-        "watch",
-        "backfill",
-        "commit",
-        "schema_changed",
-        "requeue",
-        "migration",
-        "schedule",
-        "event",
-        "signal",
-    ];
-    for (i, kind) in kinds.iter().enumerate() {
+    for (i, kind) in ORIGIN_KINDS.iter().enumerate() {
         let mut req = message_request("inst-1", &format!("m{i}"), json!(i));
         let mut origin = MessageOrigin::new(*kind);
         origin.fields.insert("actor".into(), json!("tester"));
@@ -378,7 +374,7 @@ pub async fn origin_kind(f: impl Fixture) {
         );
     }
     let before = snapshot(&b, "inst-1").await;
-    for kind in ["martian", "continuation", ""] {
+    for kind in ["martian", CONTINUATION_ORIGIN_KIND, ""] {
         let mut req = message_request("inst-1", "bad-origin", json!(null));
         req.origin = Some(MessageOrigin::new(kind));
         expect_invalid_about(
@@ -396,8 +392,12 @@ pub async fn continue_prefix_reserved(f: impl Fixture) {
     create(&b, "inst-1").await;
     let before = snapshot(&b, "inst-1").await;
     expect_invalid(
-        b.send_message(message_request("inst-1", "continue-1", json!(null)))
-            .await,
+        b.send_message(message_request(
+            "inst-1",
+            &format!("{CONTINUATION_ID_PREFIX}1"),
+            json!(null),
+        ))
+        .await,
         "id",
         "a message id with the reserved continue- prefix",
     );

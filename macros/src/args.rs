@@ -7,6 +7,7 @@ use syn::{Expr, Lit, LitStr, Token};
 
 use crate::ctxt::Ctxt;
 use crate::duration;
+use turnwise_rules::Bounds;
 
 /// The arguments of one attribute seen so far: reports an unknown argument, and a repeated
 /// one at its second use.
@@ -133,21 +134,20 @@ pub(crate) fn duration(
     cx: &Ctxt,
     meta: &ParseNestedMeta,
     example: &str,
-    min: u64,
-    max: u64,
+    bounds: Bounds,
 ) -> Option<(u64, Span)> {
     let lit = string(cx, meta, example)?;
     let name = path_name(&meta.path);
     match duration::parse_ms(&lit.value()) {
-        Ok(ms) if (min..=max).contains(&ms) => Some((ms, lit.span())),
+        Ok(ms) if bounds.contains(ms) => Some((ms, lit.span())),
         Ok(ms) => {
             cx.error_spanned_by(
                 &lit,
                 format!(
                     "`{name}` of {} is out of range: use {} to {}",
                     duration::show(ms),
-                    duration::show(min),
-                    duration::show(max)
+                    duration::show(bounds.min),
+                    duration::show(bounds.max)
                 ),
             );
             None

@@ -1,11 +1,7 @@
-//! Compile-time duration literals: `"250ms"`, `"30s"`, `"5m"`, `"1h30m"`.
+//! Compile-time duration literals: `"250ms"`, `"30s"`, `"5m"`, `"1h30m"`. The accepted ranges
+//! are the protocol's, in `turnwise_rules::durations`.
 
-/// One hour in milliseconds.
-pub(crate) const HOUR_MS: u64 = 3_600_000;
-/// The shortest timeout or lease: 100 ms.
-pub(crate) const MIN_MS: u64 = 100;
-/// The longest timeout or lease: 24 h.
-pub(crate) const MAX_MS: u64 = 24 * HOUR_MS;
+use turnwise_rules::durations::{HOUR_MS, MINUTE_MS, SECOND_MS};
 
 /// Parse a duration literal into milliseconds, or say what is wrong with it.
 pub(crate) fn parse_ms(text: &str) -> Result<u64, String> {
@@ -28,8 +24,8 @@ pub(crate) fn parse_ms(text: &str) -> Result<u64, String> {
         let unit = &rest[..unit_len];
         let factor = match unit {
             "ms" => 1,
-            "s" | "sec" | "secs" => 1_000,
-            "m" | "min" | "mins" => 60_000,
+            "s" | "sec" | "secs" => SECOND_MS,
+            "m" | "min" | "mins" => MINUTE_MS,
             "h" | "hr" | "hrs" => HOUR_MS,
             "" => return Err(format!("`{n}` has no unit")),
             other => return Err(format!("unknown unit `{other}`")),
@@ -47,10 +43,10 @@ pub(crate) fn parse_ms(text: &str) -> Result<u64, String> {
 pub(crate) fn show(ms: u64) -> String {
     if ms >= HOUR_MS && ms.is_multiple_of(HOUR_MS) {
         format!("{}h", ms / HOUR_MS)
-    } else if ms >= 60_000 && ms.is_multiple_of(60_000) {
-        format!("{}m", ms / 60_000)
-    } else if ms >= 1_000 && ms.is_multiple_of(1_000) {
-        format!("{}s", ms / 1_000)
+    } else if ms >= MINUTE_MS && ms.is_multiple_of(MINUTE_MS) {
+        format!("{}m", ms / MINUTE_MS)
+    } else if ms >= SECOND_MS && ms.is_multiple_of(SECOND_MS) {
+        format!("{}s", ms / SECOND_MS)
     } else {
         format!("{ms}ms")
     }

@@ -12,7 +12,6 @@ use proc_macro::TokenStream;
 mod args;
 mod ctxt;
 mod duration;
-mod keys;
 mod private;
 mod signal;
 mod step;

@@ -5,7 +5,6 @@ use quote::{quote, quote_spanned};
 
 use crate::args::{self, Seen};
 use crate::ctxt::Ctxt;
-use crate::keys;
 use crate::private::{allowed_lints, Private};
 
 /// Every `#[signal]` argument, for messages.
@@ -77,15 +76,8 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
     }
     let wire_name = match &name {
         Some(lit) => {
-            if let Some(why) = keys::problem(&lit.value()) {
-                cx.error_spanned_by(
-                    lit,
-                    format!(
-                        "invalid signal name {:?}: {why}; use {}",
-                        lit.value(),
-                        keys::RULES
-                    ),
-                );
+            if let Err(why) = turnwise_rules::check_identifier(&lit.value()) {
+                cx.error_spanned_by(lit, format!("invalid signal name {:?}: {why}", lit.value()));
             }
             lit.value()
         }

@@ -24,7 +24,6 @@
 //! # }
 //! ```
 
-mod answer;
 mod conn;
 mod extract;
 mod routes;

@@ -4,44 +4,59 @@ use std::time::{Duration, Instant};
 
 use axum::extract::{OriginalUri, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::Router;
+use axum::routing::{get, on, post, MethodFilter, MethodRouter};
+use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use turnwise::protocol::*;
 use turnwise::Backend;
+use turnwise_rules::{Method, Route};
 
-use crate::answer::Json;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Ns, Query};
 use crate::schemas::SchemaDocument;
 use crate::AppState;
 
+/// The handler of each route of the protocol's table (`turnwise_rules::Route`), registered
+/// under the table's method and path.
+fn handler(route: Route) -> MethodRouter<AppState> {
+    let method = match route.method() {
+        Method::Get => MethodFilter::GET,
+        Method::Post => MethodFilter::POST,
+    };
+    match route {
+        Route::CreateInstance => on(method, create),
+        Route::ListInstances => on(method, list),
+        Route::GetInstance => on(method, get_instance),
+        Route::SendMessage => on(method, message),
+        Route::InstanceInbox => on(method, inbox),
+        Route::TypeInbox => on(method, type_inbox),
+        Route::History => on(method, history),
+        Route::Turn => on(method, turn),
+        Route::Control => on(method, control),
+        Route::Delete => on(method, delete),
+        Route::Claim => on(method, claim),
+        Route::Operation => on(method, operation),
+        Route::Progress => on(method, progress),
+        Route::Checkpoint => on(method, checkpoint),
+        Route::WaitSignal => on(method, wait_signal),
+        Route::Signal => on(method, signal),
+        Route::Complete => on(method, complete),
+        Route::Fail => on(method, fail),
+        Route::Heartbeat => on(method, heartbeat),
+        Route::Status => on(method, status),
+        Route::ListSchemas => on(method, list_schemas),
+        Route::RegisterSchema => on(method, register_schema),
+    }
+}
+
 pub(crate) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/workflows/instances", post(create).get(list))
-        .route("/v1/workflows/instances/get", get(get_instance))
-        .route("/v1/workflows/instances/message", post(message))
-        .route("/v1/workflows/instances/inbox", get(inbox))
-        .route("/v1/workflows/instances/control", post(control))
-        .route("/v1/workflows/instances/delete", post(delete))
-        .route("/v1/workflows/instances/history", get(history))
-        .route("/v1/workflows/instances/turn", get(turn))
-        .route("/v1/workflows/inbox", get(type_inbox))
-        .route("/v1/workflows/turns/claim", post(claim))
-        .route("/v1/workflows/turns/operation", post(operation))
-        .route("/v1/workflows/turns/progress", post(progress))
-        .route("/v1/workflows/turns/checkpoint", post(checkpoint))
-        .route("/v1/workflows/turns/wait-signal", post(wait_signal))
-        .route("/v1/workflows/turns/signal", post(signal))
-        .route("/v1/workflows/turns/complete", post(complete))
-        .route("/v1/workflows/turns/fail", post(fail))
-        .route("/v1/workflows/turns/heartbeat", post(heartbeat))
-        .route("/v1/workflows/status", get(status))
-        .route(
-            "/v1/workflows/schemas",
-            get(list_schemas).post(register_schema),
-        )
+    // Routes sharing a path (create and list, the two schema routes) merge into one method
+    // router; the table has no method and path twice (the rules crate tests that).
+    let offered = Route::ALL.into_iter().fold(Router::new(), |router, route| {
+        router.route(route.path(), handler(route))
+    });
+    offered
         // Routes of the wire that this server does not offer: a clear refusal, never a retry.
         .route(
             "/v1/workflows/turns/execution-credential",

@@ -63,10 +63,10 @@ impl SchemaRegistry {
         compile("reply", &document.reply)?;
         let mut signals = HashMap::new();
         for (name, schema) in &document.signals {
-            if !turnwise::validate::is_identifier(name) {
+            if let Err(why) = turnwise_rules::check_identifier(name) {
                 return Err(ApiError::invalid(
                     Some("signals".into()),
-                    format!("{name:?} is not a valid signal name; use 1-128 of A-Z a-z 0-9 _ - ."),
+                    format!("{name:?} is not a valid signal name: {why}"),
                 ));
             }
             if let Some(v) = compile(&format!("signals.{name}"), schema)? {

@@ -6,12 +6,16 @@ use syn::parse::Parser;
 use crate::args::{self, Seen};
 use crate::ctxt::Ctxt;
 use crate::duration;
+use turnwise_rules::durations::{
+    DEFAULT_OPERATION_TIMEOUT_MS, HEARTBEAT_TIMEOUT_MIN_MS, OPERATION_TIMEOUT,
+};
+use turnwise_rules::Bounds;
 
 /// Every `#[step]` argument, for messages.
 pub(crate) const KNOWN: &[&str] = &["kind", "timeout", "heartbeat_timeout", "crate"];
 
 /// The default per-attempt timeout: 5 minutes (the runtime's `StepOptions::default`).
-pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 300_000;
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = DEFAULT_OPERATION_TIMEOUT_MS;
 
 /// The parsed arguments.
 #[derive(Default)]
@@ -38,11 +42,17 @@ impl StepArgs {
                 out.kind = kind(cx, &meta);
             } else if meta.path.is_ident("timeout") {
                 out.timeout_ms =
-                    args::duration(cx, &meta, "5m", duration::MIN_MS, duration::MAX_MS)
-                        .map(|(ms, _)| ms);
+                    args::duration(cx, &meta, "5m", OPERATION_TIMEOUT).map(|(ms, _)| ms);
             } else if meta.path.is_ident("heartbeat_timeout") {
-                out.heartbeat_ms =
-                    args::duration(cx, &meta, "30s", duration::MIN_MS, duration::MAX_MS);
+                out.heartbeat_ms = args::duration(
+                    cx,
+                    &meta,
+                    "30s",
+                    Bounds {
+                        min: HEARTBEAT_TIMEOUT_MIN_MS,
+                        max: OPERATION_TIMEOUT.max,
+                    },
+                );
             } else if meta.path.is_ident("crate") {
                 out.krate = args::krate(cx, &meta);
             }

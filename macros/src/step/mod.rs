@@ -8,8 +8,8 @@ use syn::spanned::Spanned;
 use syn::{FnArg, GenericArgument, ItemFn, Pat, PathArguments, ReturnType, Type};
 
 use crate::ctxt::Ctxt;
+use crate::private;
 use crate::private::Private;
-use crate::{keys, private};
 
 #[cfg(test)]
 pub(crate) use args::KNOWN as ARGUMENTS;
@@ -113,13 +113,10 @@ fn check(cx: &Ctxt, item: &ItemFn) -> Option<StepFn> {
         fatal = true;
     }
     let key = sig.ident.to_string().trim_start_matches("r#").to_owned();
-    if let Some(why) = keys::problem(&key) {
+    if let Err(why) = turnwise_rules::check_identifier(&key) {
         cx.error_spanned_by(
             &sig.ident,
-            format!(
-                "the step's name is its key, and {key:?} breaks the key rules: {why}; use {}",
-                keys::RULES
-            ),
+            format!("the step's name is its key, and {key:?} breaks the key rules: {why}"),
         );
     }
 

@@ -7,7 +7,9 @@ use syn::{LitStr, Token};
 
 use crate::args::{self, Seen};
 use crate::ctxt::Ctxt;
-use crate::{duration, keys};
+use turnwise_rules::durations::LEASE;
+use turnwise_rules::limits::{MAX_ATTEMPTS_MAX, MAX_ATTEMPTS_MIN};
+use turnwise_rules::names::{is_reserved_type, RESERVED_TYPE_PREFIX};
 
 /// Every `#[workflow]` argument, for messages.
 pub(crate) const KNOWN: &[&str] = &[
@@ -31,7 +33,7 @@ pub(crate) struct WorkflowArgs {
     pub(crate) version: Option<LitStr>,
     /// `signals(A, B)`: the signal types the workflow accepts.
     pub(crate) signals: Vec<syn::Path>,
-    /// `max_attempts = N` (1..=100).
+    /// `max_attempts = N` (`turnwise_rules::limits::MAX_ATTEMPTS_MIN..=MAX_ATTEMPTS_MAX`).
     pub(crate) max_attempts: Option<syn::LitInt>,
     /// `lease = "60s"`, in ms.
     pub(crate) lease_ms: Option<(u64, Span)>,
@@ -57,10 +59,10 @@ impl WorkflowArgs {
                 out.name = args::string(cx, &meta, "name = \"counter\"")
                     .filter(|s| check_identifier(cx, s, "workflow name"));
                 if let Some(name) = &out.name {
-                    if name.value().starts_with("lbb.") {
+                    if is_reserved_type(&name.value()) {
                         cx.error_spanned_by(
                             name,
-                            "workflow names starting `lbb.` are reserved by the server; choose another name",
+                            format!("workflow names starting `{RESERVED_TYPE_PREFIX}` are reserved by the server; choose another name"),
                         );
                     }
                 }
@@ -72,7 +74,7 @@ impl WorkflowArgs {
             } else if meta.path.is_ident("max_attempts") {
                 out.max_attempts = max_attempts(cx, &meta);
             } else if meta.path.is_ident("lease") {
-                out.lease_ms = args::duration(cx, &meta, "60s", duration::MIN_MS, duration::MAX_MS);
+                out.lease_ms = args::duration(cx, &meta, "60s", LEASE);
             } else if meta.path.is_ident("on_exhausted") {
                 out.on_exhausted = on_exhausted(cx, &meta);
             } else if meta.path.is_ident("allow_nondeterminism") {
@@ -93,13 +95,10 @@ impl WorkflowArgs {
 
 /// Check a name or version against the key rules.
 fn check_identifier(cx: &Ctxt, s: &LitStr, what: &str) -> bool {
-    match keys::problem(&s.value()) {
-        None => true,
-        Some(why) => {
-            cx.error_spanned_by(
-                s,
-                format!("invalid {what} {:?}: {why}; use {}", s.value(), keys::RULES),
-            );
+    match turnwise_rules::check_identifier(&s.value()) {
+        Ok(()) => true,
+        Err(why) => {
+            cx.error_spanned_by(s, format!("invalid {what} {:?}: {why}", s.value()));
             false
         }
     }
@@ -152,13 +151,16 @@ fn max_attempts(cx: &Ctxt, meta: &syn::meta::ParseNestedMeta) -> Option<syn::Lit
         ..
     }) = &expr
     {
-        if matches!(n.base10_parse::<u32>(), Ok(1..=100)) && n.suffix().is_empty() {
+        let accepted = MAX_ATTEMPTS_MIN..=MAX_ATTEMPTS_MAX;
+        if matches!(n.base10_parse::<u32>(), Ok(v) if accepted.contains(&v))
+            && n.suffix().is_empty()
+        {
             return Some(n.clone());
         }
     }
     cx.error_spanned_by(
         &expr,
-        "`max_attempts` takes a whole number from 1 to 100, e.g. `max_attempts = 5`",
+        format!("`max_attempts` takes a whole number from {MAX_ATTEMPTS_MIN} to {MAX_ATTEMPTS_MAX}, e.g. `max_attempts = 5`"),
     );
     None
 }

@@ -18,12 +18,10 @@ use syn::visit::Visit;
 use syn::{Block, Expr, ExprCall, ExprMethodCall, Lit, LitStr, Macro, Pat, Stmt, Token, Type};
 
 use crate::ctxt::Ctxt;
-use crate::keys;
 
-/// The most durable calls a turn holds by default (a copy of the runtime's
-/// `turnwise::context::MAX_STEPS`, which the engine's `Limits::default` uses; the shared-rules
-/// crate of issue 13 gives both one home).
-pub(crate) const TURN_BUDGET: usize = 64;
+/// The most durable calls a turn holds by default: the protocol's step limit, which the
+/// engine's `Limits::default` and the runtime's `turnwise::context::MAX_STEPS` also read.
+pub(crate) const TURN_BUDGET: usize = turnwise_rules::limits::STEPS_PER_TURN;
 
 /// A durable call found in the body.
 pub(crate) struct DurableCall {
@@ -487,11 +485,9 @@ impl Analyzer<'_> {
             KeyExpr::Dynamic => None,
         };
         if let Some((text, at)) = &literal {
-            if let Some(why) = keys::problem(text) {
-                self.cx.error_at(
-                    *at,
-                    format!("invalid step key {text:?}: {why}; use {}", keys::RULES),
-                );
+            if let Err(why) = turnwise_rules::check_identifier(text) {
+                self.cx
+                    .error_at(*at, format!("invalid step key {text:?}: {why}"));
             } else if let Some(hint) = self.loops.last() {
                 let i = hint.as_deref().unwrap_or("i");
                 let example = example

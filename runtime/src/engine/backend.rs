@@ -13,10 +13,15 @@ use serde_json::{json, Value};
 
 use super::claim::{check_claim, SCAN};
 use super::rules;
-use super::turns::{check_results, next_position, steps_limit, Decision, YEAR_MS};
+use turnwise_rules::durations::{
+    HEARTBEAT_TIMEOUT_MIN_MS, LEASE, OPERATION_TIMEOUT, RETRY_AT_AHEAD, SLEEP_DELAY, WAIT_TIMEOUT,
+};
+use turnwise_rules::{limits, names};
+
+use super::turns::{check_results, next_position, steps_limit, Decision};
 use super::writes::{
     control_turn_number, due_after_control, new_turn, reserved_type, settle_head, turn_size,
-    Applied, ControlChanges, ORIGIN_KINDS, RESERVED_IDS,
+    Applied, ControlChanges,
 };
 use super::*;
 use crate::protocol::validate;
@@ -25,7 +30,7 @@ use crate::store::{InstanceFilter, TurnRange};
 
 /// The page size of a listing: `limit`, else 50 (or `max` when smaller), at most `max`.
 fn page_limit(limit: Option<u32>, max: u32) -> Result<usize> {
-    let n = limit.unwrap_or(50.min(max));
+    let n = limit.unwrap_or(limits::PAGE_DEFAULT.min(max));
     validate::range("limit", n.into(), 1, max.into())?;
     Ok(n as usize)
 }
@@ -38,7 +43,7 @@ impl Backend for Engine {
         validate::identifier("workflow_type", &req.workflow_type)?;
         validate::identifier("version", &req.version)?;
         reserved_type(&req.workflow_type)?;
-        if RESERVED_IDS.contains(&req.id.as_str()) {
+        if names::is_reserved_instance_id(&req.id) {
             return Err(Error::Reserved {
                 code: "reserved_workflow_id",
                 message: format!(
@@ -48,9 +53,10 @@ impl Backend for Engine {
             });
         }
         let lease_ms = req.lease_ms.unwrap_or(cfg.default_lease_ms);
-        validate::range("lease_ms", lease_ms, 100, 86_400_000)?;
+        validate::range("lease_ms", lease_ms, LEASE.min, LEASE.max)?;
         let max_attempts = req.max_attempts.unwrap_or(cfg.default_max_attempts);
-        validate::range("max_attempts", max_attempts.into(), 1, 100)?;
+        let (min, max) = (limits::MAX_ATTEMPTS_MIN, limits::MAX_ATTEMPTS_MAX);
+        validate::range("max_attempts", max_attempts.into(), min.into(), max.into())?;
         validate::size("state", &req.state, cfg.limits.state_bytes)?;
 
         let mut tries = Tries::new();
@@ -97,7 +103,7 @@ impl Backend for Engine {
         let limits = &self.inner.config.limits;
         validate::identifier("workflow_id", &req.workflow_id)?;
         validate::identifier("id", &req.id)?;
-        if req.id.starts_with("continue-") {
+        if req.id.starts_with(names::CONTINUATION_ID_PREFIX) {
             return Err(Error::invalid(
                 "id",
                 "the `continue-` prefix is reserved for continuations",
@@ -105,13 +111,13 @@ impl Backend for Engine {
         }
         validate::size("message", &req.message, limits.message_bytes)?;
         if let Some(origin) = &req.origin {
-            if !ORIGIN_KINDS.contains(&origin.kind.as_str()) {
+            if !names::is_client_origin_kind(&origin.kind) {
                 return Err(Error::invalid(
                     "origin.kind",
                     format!(
                         "{:?} is not an origin kind; use one of: {}",
                         origin.kind,
-                        ORIGIN_KINDS.join(", ")
+                        names::ORIGIN_KINDS.join(", ")
                     ),
                 ));
             }
@@ -191,7 +197,7 @@ impl Backend for Engine {
     }
 
     async fn list_instances(&self, q: ListInstancesQuery) -> Result<InstanceList> {
-        let limit = page_limit(q.limit, 100)?;
+        let limit = page_limit(q.limit, limits::PAGE_MAX)?;
         let filter = InstanceFilter {
             after: q.after,
             limit,
@@ -213,7 +219,7 @@ impl Backend for Engine {
 
     async fn instance_inbox(&self, q: InboxQuery) -> Result<InboxResponse> {
         validate::identifier("id", &q.id)?;
-        let limit = page_limit(q.limit, 100)?;
+        let limit = page_limit(q.limit, limits::PAGE_MAX)?;
         let mut inst = self.load(&q.id).await?;
         let now = self.now();
         let range = TurnRange {
@@ -282,7 +288,7 @@ impl Backend for Engine {
         if let Some(v) = &q.version {
             validate::identifier("version", v)?;
         }
-        let limit = page_limit(q.limit, 100)?;
+        let limit = page_limit(q.limit, limits::PAGE_MAX)?;
         let store = &self.inner.store;
         let (identities, with_messages) = store
             .count_instances(&self.ns, &q.workflow_type, q.version.as_deref())
@@ -478,9 +484,11 @@ impl Backend for Engine {
 
     async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
         validate::identifier("key", &req.key)?;
-        validate::range("timeout_ms", req.timeout_ms, 100, 86_400_000)?;
+        let timeout = OPERATION_TIMEOUT;
+        validate::range("timeout_ms", req.timeout_ms, timeout.min, timeout.max)?;
         if let Some(hb) = req.heartbeat_timeout_ms {
-            validate::range("heartbeat_timeout_ms", hb, 100, req.timeout_ms)?;
+            let min = HEARTBEAT_TIMEOUT_MIN_MS;
+            validate::range("heartbeat_timeout_ms", hb, min, req.timeout_ms)?;
         }
         steps_limit(req.position, self.inner.config.limits.steps_per_turn)?;
         self.on_turn(&req.lease, |inst, turn, now| {
@@ -580,7 +588,7 @@ impl Backend for Engine {
                 ))
             }
             (CheckpointKind::Sleep, Some(d)) => {
-                validate::range("delay_ms", d, 0, YEAR_MS)?;
+                validate::range("delay_ms", d, SLEEP_DELAY.min, SLEEP_DELAY.max)?;
                 if !req.output.is_null() {
                     return Err(Error::invalid(
                         "output",
@@ -637,7 +645,8 @@ impl Backend for Engine {
         let limits = &self.inner.config.limits;
         validate::identifier("key", &req.key)?;
         validate::identifier("name", &req.name)?;
-        validate::range("timeout_ms", req.timeout_ms, 1, YEAR_MS)?;
+        let bounds = WAIT_TIMEOUT;
+        validate::range("timeout_ms", req.timeout_ms, bounds.min, bounds.max)?;
         steps_limit(req.position, limits.steps_per_turn)?;
         self.on_turn(&req.lease, |inst, turn, now| {
             let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
@@ -783,7 +792,7 @@ impl Backend for Engine {
             let mut extra = Vec::new();
             if let Some(c) = &req.continuation {
                 let number = inst.next_turn;
-                let mut origin = MessageOrigin::new("continuation");
+                let mut origin = MessageOrigin::new(names::CONTINUATION_ORIGIN_KIND);
                 origin.fields.insert("turn".into(), json!(turn.number));
                 origin
                     .fields
@@ -791,7 +800,7 @@ impl Backend for Engine {
                 let next = new_turn(
                     inst,
                     number,
-                    format!("continue-{}", turn.number),
+                    format!("{}{}", names::CONTINUATION_ID_PREFIX, turn.number),
                     c.message.clone(),
                     Some(origin),
                     now,
@@ -824,7 +833,7 @@ impl Backend for Engine {
             ));
         }
         check_results(req.results.as_ref())?;
-        let error: String = req.error.chars().take(1000).collect();
+        let error: String = req.error.chars().take(limits::ERROR_CHARS).collect();
         let config = &self.inner.config;
         self.on_turn(&req.lease, |inst, turn, now| {
             rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
@@ -833,8 +842,8 @@ impl Backend for Engine {
             }
             if let Some(at) = req.retry_at_ms {
                 let at = at.clamp(
-                    now.saturating_add(1000),
-                    now.saturating_add(366 * 24 * 3600 * 1000),
+                    now.saturating_add(RETRY_AT_AHEAD.min as Millis),
+                    now.saturating_add(RETRY_AT_AHEAD.max as Millis),
                 );
                 rules::release(turn, now);
                 turn.status = TurnStatus::Waiting;

@@ -28,6 +28,7 @@ use crate::protocol::*;
 use crate::store::{
     CommitError, Durability, InstanceRecord, MemoryStore, Retention, Store, TurnRecord, WriteSet,
 };
+use turnwise_rules::limits;
 
 /// Size and count limits, refused with a clear error before anything is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,21 +62,22 @@ pub struct Limits {
     pub origin_bytes: usize,
 }
 
+/// The defaults are the protocol's, from `turnwise_rules::limits`.
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            steps_per_turn: crate::protocol::validate::MAX_STEPS,
-            state_bytes: 64 * 1024,
-            output_bytes: 64 * 1024,
-            result_bytes: 64 * 1024,
-            message_bytes: 32 * 1024,
-            turn_bytes: 256 * 1024,
-            pending_messages: 128,
-            signals_per_turn: 64,
-            signal_bytes: 32 * 1024,
-            details_bytes: 8 * 1024,
-            checkpoint_bytes: 32 * 1024,
-            origin_bytes: 1024,
+            steps_per_turn: limits::STEPS_PER_TURN,
+            state_bytes: limits::STATE_BYTES,
+            output_bytes: limits::OUTPUT_BYTES,
+            result_bytes: limits::RESULT_BYTES,
+            message_bytes: limits::MESSAGE_BYTES,
+            turn_bytes: limits::TURN_BYTES,
+            pending_messages: limits::PENDING_MESSAGES,
+            signals_per_turn: limits::SIGNALS_PER_TURN,
+            signal_bytes: limits::SIGNAL_BYTES,
+            details_bytes: limits::DETAILS_BYTES,
+            checkpoint_bytes: limits::CHECKPOINT_BYTES,
+            origin_bytes: limits::ORIGIN_BYTES,
         }
     }
 }
@@ -124,8 +126,8 @@ impl Default for EngineConfig {
         Self {
             limits: Limits::default(),
             retention: RetentionPolicy::default(),
-            default_lease_ms: 60_000,
-            default_max_attempts: 3,
+            default_lease_ms: turnwise_rules::durations::DEFAULT_LEASE_MS,
+            default_max_attempts: limits::DEFAULT_MAX_ATTEMPTS,
             max_claim_wait: Duration::from_secs(10),
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),

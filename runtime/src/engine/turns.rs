@@ -10,8 +10,6 @@ use super::rules;
 use super::*;
 use crate::protocol::validate;
 
-pub(super) const YEAR_MS: u64 = 365 * 24 * 3600 * 1000;
-
 /// The step limit (`Limits::steps_per_turn`, carried to workers as the task's `steps_max`):
 /// `422 step_limit`, so that every worker fails the attempt with this message instead of
 /// taking it for a lost turn.

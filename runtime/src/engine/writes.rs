@@ -7,36 +7,16 @@ use serde_json::Value;
 use super::rules::{self, Settled};
 use super::*;
 use crate::protocol::validate;
-
-/// Instance ids the wire reserves.
-pub(super) const RESERVED_IDS: &[&str] = &[
-    "model-checks",
-    "search-tuning",
-    "model-trials",
-    "calibration",
-];
-
-/// Origin kinds a client may send; `continuation` is made by the engine only.
-pub(super) const ORIGIN_KINDS: &[&str] = &[
-    "app",
-    "console",
-    "manual",
-    "watch",
-    "backfill",
-    "commit",
-    "schema_changed",
-    "requeue",
-    "migration",
-    "schedule",
-    "event",
-    "signal",
-];
+use turnwise_rules::names;
 
 pub(super) fn reserved_type(workflow_type: &str) -> Result<()> {
-    if workflow_type.starts_with("lbb.") {
+    if names::is_reserved_type(workflow_type) {
         return Err(Error::Reserved {
             code: "reserved_workflow_type",
-            message: format!("workflow type `{workflow_type}` is reserved: names starting `lbb.` belong to the server"),
+            message: format!(
+                "workflow type `{workflow_type}` is reserved: names starting `{}` belong to the server",
+                names::RESERVED_TYPE_PREFIX
+            ),
         });
     }
     Ok(())

@@ -12,41 +12,21 @@ use crate::protocol::error::{Error, Result};
 /// claim does not carry one. A claim from a turnwise server carries the engine's own limit
 /// (the task's `steps_max`), and the step context enforces that instead.
 ///
-/// The macros' compile-time budget check keeps its own copy of 64 until the shared-rules crate
-/// (issue 13) gives both one home.
-pub const MAX_STEPS: usize = 64;
+/// The number is `turnwise_rules::limits::STEPS_PER_TURN`, which the macros' compile-time
+/// budget check reads too.
+pub const MAX_STEPS: usize = turnwise_rules::limits::STEPS_PER_TURN;
 
-/// The longest id, key or name: 128 characters.
-pub const MAX_ID_LEN: usize = 128;
+/// The longest id, key or name: 128 characters (`turnwise_rules::ident::MAX_LEN`).
+pub const MAX_ID_LEN: usize = turnwise_rules::ident::MAX_LEN;
 
 /// Whether `s` is 1–128 of `A-Z a-z 0-9 _ - .`: the rule for instance ids, message ids, signal
-/// ids, step keys, signal names, workflow types and versions.
-pub fn is_identifier(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_ID_LEN
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
+/// ids, step keys, signal names, workflow types and versions (`turnwise-rules` holds it).
+pub use turnwise_rules::ident::is_identifier;
 
 /// Check one identifier field.
 pub fn identifier(param: &'static str, s: &str) -> Result<()> {
-    if is_identifier(s) {
-        return Ok(());
-    }
-    let why = if s.is_empty() {
-        "it is empty".to_owned()
-    } else if s.len() > MAX_ID_LEN {
-        format!("it is {} characters long", s.len())
-    } else {
-        let bad = s
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')));
-        format!("it contains {:?}", bad.unwrap_or('?'))
-    };
-    Err(Error::invalid(
-        param,
-        format!("{s:?} is not a valid identifier ({why}); use 1-128 of A-Z a-z 0-9 _ - ."),
-    ))
+    turnwise_rules::check_identifier(s)
+        .map_err(|why| Error::invalid(param, format!("{s:?} is not a valid identifier: {why}")))
 }
 
 /// The compact UTF-8 JSON length of a value, as limits count it.
@@ -81,7 +61,7 @@ pub fn serialized_len<T: serde::Serialize + ?Sized>(v: &T) -> usize {
 /// a step, a signal step's `{received, value}`, a claim's task): at most 8. The limit keeps
 /// every record and answer well inside the 128 levels JSON parsers commonly accept (serde_json's
 /// default), so an accepted value can always be read back.
-pub const MAX_DEPTH: usize = 64;
+pub const MAX_DEPTH: usize = turnwise_rules::limits::NESTING;
 
 /// How many arrays and objects nest inside one another in `v`, counted up to `MAX_DEPTH + 1`
 /// (a deeper value answers `MAX_DEPTH + 1`). Recursion stops there, so any value is safe to
