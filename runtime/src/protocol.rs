@@ -11,8 +11,10 @@
 //! request without `state`, `message`, `value`, `details` or `checkpoint` is refused, while
 //! `"state": null` is kept). Typed fields (`usage`, `results`) must have their documented shape.
 //! JSON values supplied by users (`state`, `message`, step `output`, signal `value`, …) are kept
-//! as [`serde_json::Value`] with arbitrary-precision numbers, so nothing is rounded on the way
-//! through.
+//! as [`serde_json::Value`]. With the `exact-numbers` feature (serde_json's
+//! `arbitrary_precision`, which the server turns on) numbers keep their exact spelling on the
+//! way through; without it they are held as serde_json holds them by default (see "Numbers"
+//! in `docs/protocol.md`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,17 +23,35 @@ use serde_json::Value;
 pub type Millis = i64;
 
 macro_rules! wire_enum {
+    // An enum only servers send: a value this version does not know reads as `Unknown`, so an
+    // older client keeps reading a newer server's answers.
+    ($(#[$meta:meta])* $name:ident (unknown) { $($(#[$vmeta:meta])* $variant:ident = $wire:literal),+ $(,)? }) => {
+        wire_enum!(@define $(#[$meta])* $name { $($(#[$vmeta])* $variant = $wire,)+ } {
+            /// A value this version of turnwise does not know, from a newer server. It is
+            /// never sent, and a store never holds it.
+            #[serde(other)]
+            Unknown = "unknown",
+        });
+    };
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal),+ $(,)? }) => {
+        wire_enum!(@define $(#[$meta])* $name { $($(#[$vmeta])* $variant = $wire,)+ } {});
+    };
+    (@define $(#[$meta:meta])* $name:ident
+        { $($(#[$vmeta:meta])* $variant:ident = $wire:literal,)+ }
+        { $($(#[$xmeta:meta])* $xvariant:ident = $xwire:literal,)* }
+    ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[non_exhaustive]
         pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
+            $($(#[$vmeta])* #[serde(rename = $wire)] $variant,)+
+            $($(#[$xmeta])* #[serde(rename = $xwire)] $xvariant,)*
         }
 
         impl $name {
             /// The value as it appears on the wire.
             pub fn as_str(self) -> &'static str {
-                match self { $(Self::$variant => $wire),+ }
+                match self { $(Self::$variant => $wire,)+ $(Self::$xvariant => $xwire,)* }
             }
 
             /// Every wire value, for error messages that name the valid alternatives.
@@ -48,7 +68,7 @@ macro_rules! wire_enum {
 
 wire_enum! {
     /// Where a turn is in its life.
-    TurnStatus {
+    TurnStatus (unknown) {
         /// Admitted and waiting for its place at the inbox head or for a worker.
         Queued = "queued",
         /// Held by a worker under a lease.
@@ -68,7 +88,7 @@ wire_enum! {
 
 wire_enum! {
     /// The summary status of an instance.
-    InstanceStatus {
+    InstanceStatus (unknown) {
         /// Nothing pending.
         Idle = "idle",
         /// The head turn is ready for a worker.
@@ -120,7 +140,7 @@ wire_enum! {
 
 wire_enum! {
     /// Why a turn waits without counting an attempt.
-    WaitReason {
+    WaitReason (unknown) {
         /// The worker asked to be retried at a time (`retry_at_ms`).
         Retry = "retry",
         /// The server deferred the turn for capacity.

@@ -190,6 +190,7 @@ impl TurnRecord {
 
 /// How durable a commit must be before it is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Durability {
     /// On stable storage (fsync) before `commit` returns.
     Durable,
@@ -255,6 +256,7 @@ pub struct InstanceFilter {
 
 /// Why a commit was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommitError {
     /// The instance's revision is not the expected one: another commit came first. Nothing
     /// was written; read again and retry.
