@@ -196,7 +196,9 @@ pub(super) fn check_lease(
             return Err(lost("the attempt ended (released, suspended or timed out)"))
         }
         TurnStatus::Unknown => {
-            return Err(lost("the turn has a status this version of turnwise does not know"))
+            return Err(lost(
+                "the turn has a status this version of turnwise does not know",
+            ))
         }
     }
     if turn.deadline_ms.is_none_or(|d| d <= now) {
