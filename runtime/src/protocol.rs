@@ -15,6 +15,16 @@
 //! `arbitrary_precision`, which the server turns on) numbers keep their exact spelling on the
 //! way through; without it they are held as serde_json holds them by default (see "Numbers"
 //! in `docs/protocol.md`).
+//!
+//! # Ready to grow
+//!
+//! Request types are plain structs with public fields, built with struct literals. The
+//! answers the engine returns ([`WorkflowTurn`], [`WorkflowInstance`], [`ClaimResponse`],
+//! pages of them, …) are `#[non_exhaustive]`: a later version may add fields, so read them and
+//! match them with `..`; a test double that needs one deserializes it from JSON. Every wire
+//! enum is `#[non_exhaustive]` too, and the ones only servers send ([`TurnStatus`],
+//! [`InstanceStatus`], [`WaitReason`]) read a value this version does not know as `Unknown`,
+//! so an older client keeps reading a newer server.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -290,6 +300,7 @@ pub struct DeleteRequest {
 
 /// The answer to a delete.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DeleteResponse {
     /// `false` when there was no such instance (also for a repeat).
     pub deleted: bool,
@@ -308,6 +319,7 @@ pub struct ListInstancesQuery {
 
 /// A page of instances.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct InstanceList {
     /// The instances, by id.
     pub instances: Vec<WorkflowInstance>,
@@ -334,6 +346,7 @@ pub struct InboxQuery {
 
 /// One unfinished turn in an inbox listing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct InboxMessage {
     /// The turn number.
     pub turn: u64,
@@ -368,6 +381,7 @@ pub struct InboxMessage {
 
 /// An instance's inbox.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct InboxResponse {
     /// The instance.
     pub workflow_id: String,
@@ -410,6 +424,7 @@ pub struct TypeInboxQuery {
 
 /// One instance in a type inbox listing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TypeInboxEntry {
     /// The instance.
     pub workflow_id: String,
@@ -429,6 +444,7 @@ pub struct TypeInboxEntry {
 
 /// The instances of one workflow type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TypeInboxResponse {
     /// The workflow type.
     pub workflow_type: String,
@@ -461,6 +477,7 @@ pub struct HistoryQuery {
 
 /// Finished turns, oldest kept first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct HistoryResponse {
     /// Completed, cancelled and skipped turns.
     pub turns: Vec<WorkflowTurn>,
@@ -515,6 +532,7 @@ pub struct ClaimRequest {
 
 /// A claimed turn: everything a worker needs to run one attempt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TurnTask {
     /// The definition name (the version is `turn.version`).
     pub workflow_type: String,
@@ -538,6 +556,7 @@ pub struct TurnTask {
 
 /// The answer to a claim: a task, or `null` when nothing was ready in time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ClaimResponse {
     /// The claimed turn, if any.
     pub task: Option<TurnTask>,
@@ -748,6 +767,7 @@ pub struct TurnOperation {
 
 /// A signal buffered on (or consumed by) a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TurnSignal {
     /// The event id.
     pub id: String,
@@ -765,6 +785,7 @@ pub struct TurnSignal {
 
 /// A wait that counts no attempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TurnWait {
     /// When the wait began.
     pub since_ms: Millis,
@@ -777,6 +798,7 @@ pub struct TurnWait {
 
 /// One claimed run of a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TurnRun {
     /// `<started_at_ms, 13 digits>-<instance>-<turn>`.
     pub id: String,
@@ -921,6 +943,7 @@ pub struct RunInput {
 
 /// The normalized progress view.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Progress {
     /// The phase.
     pub phase: String,
@@ -940,6 +963,7 @@ pub struct Progress {
 
 /// A turn: one message and what became of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WorkflowTurn {
     /// The instance.
     pub workflow_id: String,
@@ -1010,6 +1034,7 @@ pub struct WorkflowTurn {
 
 /// An instance: identity, pinned version, saved state and inbox summary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WorkflowInstance {
     /// The instance id.
     pub id: String,
