@@ -360,12 +360,19 @@ fn integers_beyond_64_bits_are_refused_without_exact_numbers() {
     // produced, by name, rather than rounded.
     survives(&(u128::from(u64::MAX), i128::from(i64::MIN))).unwrap();
     for (what, err) in [
-        ("u128", encode_verified(&JsonCodec, "step `wide`", &u128::MAX).unwrap_err()),
-        ("i128", encode_verified(&JsonCodec, "step `wide`", &i128::MIN).unwrap_err()),
+        (
+            "u128",
+            encode_verified(&JsonCodec, "step `wide`", &u128::MAX).unwrap_err(),
+        ),
+        (
+            "i128",
+            encode_verified(&JsonCodec, "step `wide`", &i128::MIN).unwrap_err(),
+        ),
     ] {
         assert!(matches!(err, CodecError::Encode { .. }), "{what}: {err:?}");
         assert!(
-            err.to_string().starts_with("step `wide`: cannot be encoded"),
+            err.to_string()
+                .starts_with("step `wide`: cannot be encoded"),
             "{what}: {err}"
         );
     }
