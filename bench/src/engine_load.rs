@@ -38,7 +38,7 @@ pub const STEPS: u64 = 3;
 const WARMUP_TURNS: u64 = 2;
 
 /// Which store the engine runs over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StoreKind {
     /// `SqliteStore` with `synchronous=FULL`: the embedded default, durable, the WAL synced
     /// on the store's sync thread.

@@ -45,27 +45,6 @@ const ALLOCATOR_NAME: &str = if cfg!(all(feature = "jemalloc", not(target_env = 
     "the platform's malloc"
 };
 
-const USAGE: &str = "\
-turnwise-bench: the embedded engine's durable throughput and latency next to raw SQLite.
-
-USAGE:
-    cargo run --release -p turnwise-bench -- [OPTIONS]
-
-OPTIONS:
-    --turns N            turns per concurrency level, and raw transactions (default 2000)
-    --concurrency LIST   comma-separated worker counts (default 1,16,64)
-    --db-dir DIR         where the database files go (default: a temp dir under target/);
-                         a fresh sub-directory is made per run and removed afterwards
-    --memory-check N     also run N turns at c=16 and print the RSS every N/10 turns
-    --store KIND         `sqlite` (default), `sqlite-sync-in-commit` (the WAL synced in
-                         each COMMIT instead of on the store's sync thread) or `memory` (the
-                         engine's CPU ceiling, no disk; the raw phase and the store counters
-                         are then skipped)
-    --http               also run every level over HTTP: workers use the `Http` backend
-                         against a turnwise server on 127.0.0.1 in this process
-    -h, --help           print this help
-";
-
 /// The targets the ratios are held against.
 mod targets {
     /// p50 turn latency at c=1 over 6 × the raw p50 commit latency: at most this.
@@ -78,77 +57,52 @@ mod targets {
     pub const RSS_GROWTH: f64 = 1.10;
 }
 
-/// Parsed command line.
-#[derive(Debug)]
+/// turnwise-bench: the embedded engine's durable throughput and latency next to raw SQLite.
+#[derive(Debug, clap::Parser)]
+#[command(name = "turnwise-bench", about, long_about = None)]
 struct Args {
+    /// Turns per concurrency level, and raw transactions.
+    #[arg(long, value_name = "N", default_value = "2000", value_parser = positive)]
     turns: u64,
+    /// Comma-separated worker counts.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "1,16,64",
+        value_parser = positive_usize
+    )]
     concurrency: Vec<usize>,
+    /// Where the database files go (default: a temp dir under target/); a fresh
+    /// sub-directory is made per run and removed afterwards.
+    #[arg(long, value_name = "DIR")]
     db_dir: Option<PathBuf>,
+    /// Also run N turns at c=16 and print the RSS every N/10 turns.
+    #[arg(long, value_name = "N", value_parser = positive)]
     memory_check: Option<u64>,
+    /// The store: `sqlite`, `sqlite-sync-in-commit` (the WAL synced in each COMMIT instead of
+    /// on the store's sync thread) or `memory` (the engine's CPU ceiling, no disk; the raw
+    /// phase and the store counters are then skipped).
+    #[arg(long, value_name = "KIND", value_enum, default_value_t = StoreKind::Sqlite, hide_possible_values = true)]
     store: StoreKind,
+    /// Also run every level over HTTP: workers use the `Http` backend against a turnwise
+    /// server on 127.0.0.1 in this process.
+    #[arg(long)]
     http: bool,
 }
 
-fn parse_args(mut argv: impl Iterator<Item = String>) -> Result<Option<Args>, String> {
-    let mut args = Args {
-        turns: 2000,
-        concurrency: vec![1, 16, 64],
-        db_dir: None,
-        memory_check: None,
-        store: StoreKind::Sqlite,
-        http: false,
-    };
-    while let Some(arg) = argv.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        if flag == "-h" || flag == "--help" {
-            return Ok(None);
-        }
-        if flag == "--http" && inline.is_none() {
-            args.http = true;
-            continue;
-        }
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| argv.next())
-                .ok_or_else(|| format!("{flag} needs a value"))
-        };
-        let number = |v: String| -> Result<u64, String> {
-            v.trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| format!("{flag}: `{v}` is not a positive whole number"))
-        };
-        match flag.as_str() {
-            "--turns" => args.turns = number(value()?)?,
-            "--memory-check" => args.memory_check = Some(number(value()?)?),
-            "--db-dir" => args.db_dir = Some(PathBuf::from(value()?)),
-            "--concurrency" => {
-                args.concurrency = value()?
-                    .split(',')
-                    .map(|c| number(c.to_string()).map(|n| n as usize))
-                    .collect::<Result<_, _>>()?;
-            }
-            "--store" => {
-                args.store = match value()?.as_str() {
-                    "sqlite" => StoreKind::Sqlite,
-                    "sqlite-sync-in-commit" => StoreKind::SqliteSyncInCommit,
-                    "memory" => StoreKind::Memory,
-                    other => {
-                        return Err(format!(
-                        "--store: `{other}` is not `sqlite`, `sqlite-sync-in-commit` or `memory`"
-                    ))
-                    }
-                }
-            }
-            _ => return Err(format!("unknown argument `{arg}`")),
-        }
-    }
-    Ok(Some(args))
+/// A whole number above zero.
+fn positive(v: &str) -> Result<u64, String> {
+    v.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("`{v}` is not a positive whole number"))
+}
+
+/// A whole number above zero, as a count of workers.
+fn positive_usize(v: &str) -> Result<usize, String> {
+    positive(v).and_then(|n| usize::try_from(n).map_err(|_| format!("`{v}` is too large")))
 }
 
 /// The default place for database files: the workspace's target directory.
@@ -178,17 +132,7 @@ impl Drop for RunDir {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            print!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = <Args as clap::Parser>::parse();
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -509,13 +453,16 @@ fn print_ratios(raw: Option<&RawResult>, levels: &[LevelResult]) {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Option<Args>, String> {
-        parse_args(args.iter().map(|s| s.to_string()))
+    use clap::Parser;
+
+    /// Parse as the command line would, without the program name.
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("turnwise-bench").chain(args.iter().copied()))
     }
 
     #[test]
     fn parses_arguments() {
-        let a = parse(&[]).unwrap().unwrap();
+        let a = parse(&[]).unwrap();
         assert_eq!((a.turns, a.concurrency.clone()), (2000, vec![1, 16, 64]));
         let a = parse(&[
             "--turns",
@@ -529,7 +476,6 @@ mod tests {
             "memory",
             "--http",
         ])
-        .unwrap()
         .unwrap();
         assert!(a.http);
         assert_eq!(a.turns, 10);
@@ -537,14 +483,25 @@ mod tests {
         assert_eq!(a.db_dir.as_deref(), Some(Path::new("/tmp/x")));
         assert_eq!(a.memory_check, Some(100));
         assert_eq!(a.store, StoreKind::Memory);
-        assert!(parse(&["--help"]).unwrap().is_none());
+        let help = parse(&["--help"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
+        let help = help.to_string();
+        for flag in [
+            "--turns",
+            "--concurrency",
+            "--db-dir",
+            "--memory-check",
+            "--store",
+            "--http",
+        ] {
+            assert!(help.contains(flag), "{flag} missing from the help: {help}");
+        }
+        assert!(help.contains("[default: 2000]"), "{help}");
         assert!(parse(&["--turns"]).is_err());
         assert!(parse(&["--turns", "0"]).is_err());
         assert!(parse(&["--concurrency", "1,x"]).is_err());
         assert!(parse(&["--bogus"]).is_err());
-        let a = parse(&["--store", "sqlite-sync-in-commit"])
-            .unwrap()
-            .unwrap();
+        let a = parse(&["--store", "sqlite-sync-in-commit"]).unwrap();
         assert_eq!(a.store, StoreKind::SqliteSyncInCommit);
         assert!(parse(&["--store", "postgres"]).is_err());
     }

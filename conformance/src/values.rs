@@ -163,7 +163,8 @@ fn wrap(mut v: Value, levels: usize, pattern: u64) -> Value {
 }
 
 /// Numbers as JSON writes them: small and huge integers, floats, and the exotic spellings
-/// that arbitrary-precision parsing keeps as they are (`1E400`, `-0`, `0.000e-0`, 40 digits).
+/// that arbitrary-precision parsing keeps as they are (`1E400`, `-0`, `0.000e-0`, 40 digits)
+/// when turnwise's `exact-numbers` feature is on.
 fn number() -> BoxedStrategy<Value> {
     let text = prop_oneof![
         any::<i64>().prop_map(|n| n.to_string()),
@@ -178,8 +179,12 @@ fn number() -> BoxedStrategy<Value> {
         Just("-1e-400".to_owned()),
         Just("0.000e-0".to_owned()),
     ];
-    text.prop_map(|t| serde_json::from_str(&t).expect("a JSON number"))
-        .boxed()
+    // Without turnwise's `exact-numbers` (serde_json's `arbitrary_precision`), `1E400` is out
+    // of f64's range and is left out; everything else parses either way.
+    text.prop_filter_map("a number serde_json can hold", |t| {
+        serde_json::from_str(&t).ok()
+    })
+    .boxed()
 }
 
 /// Strings: any unicode (control characters, astral planes), escapes, and long ones.

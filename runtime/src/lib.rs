@@ -121,10 +121,13 @@
 //! | feature  | default | what it adds |
 //! |----------|---------|--------------|
 //! | `sqlite` | yes     | [`store::SqliteStore`] and [`Engine::open`], the embedded default |
+//! | `bundled-sqlite` | yes | SQLite compiled into the crate; without it (keeping `sqlite`) the system's SQLite library is linked |
 //! | `http`   | no      | `Http`: the [`Backend`] over HTTP, a client of a turnwise server |
 //! | `macros` | yes     | `#[workflow]`, `#[step]` and `#[derive(Signal)]` |
+//! | `exact-numbers` | no | JSON numbers kept exactly as written (serde_json's `arbitrary_precision`, which then applies to the whole build; see "Numbers" in `docs/protocol.md`) |
 
 #![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Generated code names `::turnwise::...`; this makes those paths work inside this crate too.
 extern crate self as turnwise;

@@ -248,7 +248,7 @@ contract!(
     duplicate_message_id_refused,
     retention_keeps_newest_and_recent,
     retention_is_noop_within_limits,
-    arbitrary_precision_round_trips,
+    numbers_round_trip,
     namespaces_are_isolated,
 );
 
@@ -813,10 +813,30 @@ async fn retention_is_noop_within_limits(s: &dyn Store) {
     assert_eq!(load(s, "a").await.unwrap().history_pruned_through, 0);
 }
 
-async fn arbitrary_precision_round_trips(s: &dyn Store) {
-    let numbers_json = r#"{"big": 123456789012345678901234567890, "dec": 1.10,
-        "neg": -0.000000000000000000000000001, "exp": 1e400, "list": [1.0, 2.50, 18446744073709551616]}"#;
-    let exact: Value = serde_json::from_str(numbers_json).unwrap();
+/// With `exact-numbers`, numbers come back exactly as written: integers beyond 64 bits,
+/// `1.10` with its zero, tiny decimals, `1e400`.
+#[cfg(feature = "exact-numbers")]
+mod numbers {
+    pub const BIG: &str = "123456789012345678901234567890";
+    pub const DEC: &str = "1.10";
+    pub const REST: &str = r#""neg": -0.000000000000000000000000001, "exp": 1e400,
+        "list": [1.0, 2.50, 18446744073709551616]"#;
+}
+
+/// Without `exact-numbers`, every number serde_json holds natively comes back the same: the
+/// ends of u64 and i64, and f64 values down to the last bit.
+#[cfg(not(feature = "exact-numbers"))]
+mod numbers {
+    pub const BIG: &str = "18446744073709551615";
+    pub const DEC: &str = "0.1";
+    pub const REST: &str = r#""neg": -9223372036854775808, "exp": 1.7976931348623157e308,
+        "list": [5e-324, 2.5, -0.0, 0.30000000000000004]"#;
+}
+
+async fn numbers_round_trip(s: &dyn Store) {
+    use numbers::{BIG, DEC, REST};
+    let numbers_json = format!(r#"{{"big": {BIG}, "dec": {DEC}, {REST}}}"#);
+    let exact: Value = serde_json::from_str(&numbers_json).unwrap();
     let mut i = inst("a", 1);
     i.state = exact.clone();
     let mut t = finished(1, "m1", 5);
@@ -832,8 +852,8 @@ async fn arbitrary_precision_round_trips(s: &dyn Store) {
     let back = load(s, "a").await.unwrap();
     assert_eq!(back, i);
     assert_eq!(text(&back.state), text(&exact));
-    assert!(text(&back.state).contains("123456789012345678901234567890"));
-    assert!(text(&back.state).contains("1.10"));
+    assert!(text(&back.state).contains(BIG));
+    assert!(text(&back.state).contains(DEC));
     let listed = s
         .list_instances(NS, filter(None, None, None, 1))
         .await
@@ -843,15 +863,12 @@ async fn arbitrary_precision_round_trips(s: &dyn Store) {
     let turn_back = load_turn(s, "a", 1).await.unwrap();
     assert_eq!(turn_back, t);
     assert_eq!(text(&turn_back.message), text(&exact));
-    assert_eq!(text(&turn_back.origin.unwrap().fields["amount"]), "1.10");
+    assert_eq!(text(&turn_back.origin.unwrap().fields["amount"]), DEC);
     let found = s.find_message(NS, "a", "m1").await.unwrap().unwrap();
-    assert_eq!(
-        text(&found.result),
-        r#"{"total":123456789012345678901234567890}"#
-    );
+    assert_eq!(text(&found.result), format!(r#"{{"total":{BIG}}}"#));
     let history = s.list_turns(NS, "a", all(true)).await.unwrap();
     assert_eq!(text(&history[0].state_after), text(&exact));
-    // A finished turn with exact numbers is still "the same" when written again.
+    // A finished turn with these numbers is still "the same" when written again.
     ok(s, write(inst("a", 2), Some(1), vec![t])).await;
 }
 

@@ -260,6 +260,33 @@ async fn an_undecodable_turn_quarantines_its_instance() {
 }
 
 #[tokio::test]
+async fn a_stored_turn_status_this_version_does_not_know_quarantines_its_instance() {
+    // Answers read a status they do not know as `TurnStatus::Unknown`; a store must not.
+    for status in ["archived", "unknown"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        two_instances(&path).await;
+        edit(
+            &path,
+            "UPDATE turns SET body = json_set(body, '$.status', ?1) WHERE id = 'bad'",
+            [status],
+        );
+        let engine = Engine::open(&path).await.unwrap();
+        assert_unreadable(
+            engine
+                .turn(TurnQuery {
+                    id: "bad".into(),
+                    turn: 1,
+                })
+                .await,
+            "bad",
+            status,
+        );
+        the_rest_serves(&engine).await;
+    }
+}
+
+#[tokio::test]
 async fn a_record_deeper_than_any_store_writes_is_quarantined_not_a_stack_overflow() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");

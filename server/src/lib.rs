@@ -314,12 +314,10 @@ fn authenticate(options: &ServerOptions, req: &Request) -> Option<ApiError> {
     }
 }
 
-/// Compare without leaking where the first difference is.
+/// Compare without leaking where the first difference is (only whether the lengths differ).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq;
+    bool::from(a.ct_eq(b))
 }
 
 /// A request id: `req_` and 24 hex digits, unique within the process and unlikely to repeat

@@ -34,7 +34,8 @@ fn describe(turn: &WorkflowTurn) -> String {
             CheckpointKind::Sleep => {
                 format!("{} (sleep of {} ms)", s.key, s.delay_ms.unwrap_or_default())
             }
-            CheckpointKind::Step => format!("{} (step)", s.key),
+            // `step`, and any kind a later version adds.
+            kind => format!("{} ({kind})", s.key),
         })
         .collect();
     format!(

@@ -195,6 +195,11 @@ pub(super) fn check_lease(
         TurnStatus::Queued | TurnStatus::Waiting => {
             return Err(lost("the attempt ended (released, suspended or timed out)"))
         }
+        TurnStatus::Unknown => {
+            return Err(lost(
+                "the turn has a status this version of turnwise does not know",
+            ))
+        }
     }
     if turn.deadline_ms.is_none_or(|d| d <= now) {
         return Err(lost("the lease expired"));
@@ -228,7 +233,10 @@ pub(super) fn due_at(
             Some(due)
         }
         TurnStatus::Queued | TurnStatus::Waiting => Some(head.ready_at_ms),
-        TurnStatus::Failed | TurnStatus::Completed | TurnStatus::Cancelled => None,
+        TurnStatus::Failed
+        | TurnStatus::Completed
+        | TurnStatus::Cancelled
+        | TurnStatus::Unknown => None,
     }
 }
 

@@ -11,8 +11,20 @@
 //! request without `state`, `message`, `value`, `details` or `checkpoint` is refused, while
 //! `"state": null` is kept). Typed fields (`usage`, `results`) must have their documented shape.
 //! JSON values supplied by users (`state`, `message`, step `output`, signal `value`, …) are kept
-//! as [`serde_json::Value`] with arbitrary-precision numbers, so nothing is rounded on the way
-//! through.
+//! as [`serde_json::Value`]. With the `exact-numbers` feature (serde_json's
+//! `arbitrary_precision`, which the server turns on) numbers keep their exact spelling on the
+//! way through; without it they are held as serde_json holds them by default (see "Numbers"
+//! in `docs/protocol.md`).
+//!
+//! # Ready to grow
+//!
+//! Request types are plain structs with public fields, built with struct literals. The
+//! answers the engine returns ([`WorkflowTurn`], [`WorkflowInstance`], [`ClaimResponse`],
+//! pages of them, …) are `#[non_exhaustive]`: a later version may add fields, so read them and
+//! match them with `..`; a test double that needs one deserializes it from JSON. Every wire
+//! enum is `#[non_exhaustive]` too, and the ones only servers send ([`TurnStatus`],
+//! [`InstanceStatus`], [`WaitReason`]) read a value this version does not know as `Unknown`,
+//! so an older client keeps reading a newer server.
 
 use std::collections::BTreeMap;
 
@@ -23,17 +35,35 @@ use serde_json::Value;
 pub type Millis = i64;
 
 macro_rules! wire_enum {
+    // An enum only servers send: a value this version does not know reads as `Unknown`, so an
+    // older client keeps reading a newer server's answers.
+    ($(#[$meta:meta])* $name:ident (unknown) { $($(#[$vmeta:meta])* $variant:ident = $wire:literal),+ $(,)? }) => {
+        wire_enum!(@define $(#[$meta])* $name { $($(#[$vmeta])* $variant = $wire,)+ } {
+            /// A value this version of turnwise does not know, from a newer server. It is
+            /// never sent, and a store never holds it.
+            #[serde(other)]
+            Unknown = "unknown",
+        });
+    };
     ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $wire:literal),+ $(,)? }) => {
+        wire_enum!(@define $(#[$meta])* $name { $($(#[$vmeta])* $variant = $wire,)+ } {});
+    };
+    (@define $(#[$meta:meta])* $name:ident
+        { $($(#[$vmeta:meta])* $variant:ident = $wire:literal,)+ }
+        { $($(#[$xmeta:meta])* $xvariant:ident = $xwire:literal,)* }
+    ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[non_exhaustive]
         pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $wire)] $variant),+
+            $($(#[$vmeta])* #[serde(rename = $wire)] $variant,)+
+            $($(#[$xmeta])* #[serde(rename = $xwire)] $xvariant,)*
         }
 
         impl $name {
             /// The value as it appears on the wire.
             pub fn as_str(self) -> &'static str {
-                match self { $(Self::$variant => $wire),+ }
+                match self { $(Self::$variant => $wire,)+ $(Self::$xvariant => $xwire,)* }
             }
 
             /// Every wire value, for error messages that name the valid alternatives.
@@ -50,7 +80,7 @@ macro_rules! wire_enum {
 
 wire_enum! {
     /// Where a turn is in its life.
-    TurnStatus {
+    TurnStatus (unknown) {
         /// Admitted and waiting for its place at the inbox head or for a worker.
         Queued = "queued",
         /// Held by a worker under a lease.
@@ -70,7 +100,7 @@ wire_enum! {
 
 wire_enum! {
     /// The summary status of an instance.
-    InstanceStatus {
+    InstanceStatus (unknown) {
         /// Nothing pending.
         Idle = "idle",
         /// The head turn is ready for a worker.
@@ -122,7 +152,7 @@ wire_enum! {
 
 wire_enum! {
     /// Why a turn waits without counting an attempt.
-    WaitReason {
+    WaitReason (unknown) {
         /// The worker asked to be retried at a time (`retry_at_ms`).
         Retry = "retry",
         /// The server deferred the turn for capacity.
@@ -272,6 +302,7 @@ pub struct DeleteRequest {
 
 /// The answer to a delete.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DeleteResponse {
     /// `false` when there was no such instance (also for a repeat).
     pub deleted: bool,
@@ -290,6 +321,7 @@ pub struct ListInstancesQuery {
 
 /// A page of instances.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct InstanceList {
     /// The instances, by id.
     pub instances: Vec<WorkflowInstance>,
@@ -316,6 +348,7 @@ pub struct InboxQuery {
 
 /// One unfinished turn in an inbox listing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct InboxMessage {
     /// The turn number.
     pub turn: u64,
@@ -350,6 +383,7 @@ pub struct InboxMessage {
 
 /// An instance's inbox.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct InboxResponse {
     /// The instance.
     pub workflow_id: String,
@@ -392,6 +426,7 @@ pub struct TypeInboxQuery {
 
 /// One instance in a type inbox listing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TypeInboxEntry {
     /// The instance.
     pub workflow_id: String,
@@ -411,6 +446,7 @@ pub struct TypeInboxEntry {
 
 /// The instances of one workflow type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TypeInboxResponse {
     /// The workflow type.
     pub workflow_type: String,
@@ -443,6 +479,7 @@ pub struct HistoryQuery {
 
 /// Finished turns, oldest kept first.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct HistoryResponse {
     /// Completed, cancelled and skipped turns.
     pub turns: Vec<WorkflowTurn>,
@@ -497,6 +534,7 @@ pub struct ClaimRequest {
 
 /// A claimed turn: everything a worker needs to run one attempt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TurnTask {
     /// The definition name (the version is `turn.version`).
     pub workflow_type: String,
@@ -521,6 +559,7 @@ pub struct TurnTask {
 
 /// The answer to a claim: a task, or `null` when nothing was ready in time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ClaimResponse {
     /// The claimed turn, if any.
     pub task: Option<TurnTask>,
@@ -731,6 +770,7 @@ pub struct TurnOperation {
 
 /// A signal buffered on (or consumed by) a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TurnSignal {
     /// The event id.
     pub id: String,
@@ -748,6 +788,7 @@ pub struct TurnSignal {
 
 /// A wait that counts no attempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TurnWait {
     /// When the wait began.
     pub since_ms: Millis,
@@ -760,6 +801,7 @@ pub struct TurnWait {
 
 /// One claimed run of a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TurnRun {
     /// `<started_at_ms, 13 digits>-<instance>-<turn>`.
     pub id: String,
@@ -904,6 +946,7 @@ pub struct RunInput {
 
 /// The normalized progress view.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Progress {
     /// The phase.
     pub phase: String,
@@ -923,6 +966,7 @@ pub struct Progress {
 
 /// A turn: one message and what became of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WorkflowTurn {
     /// The instance.
     pub workflow_id: String,
@@ -993,6 +1037,7 @@ pub struct WorkflowTurn {
 
 /// An instance: identity, pinned version, saved state and inbox summary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct WorkflowInstance {
     /// The instance id.
     pub id: String,

@@ -291,15 +291,14 @@ impl Worker {
 
     /// Run until SIGTERM or SIGINT. The first SIGTERM drains held turns for the drain time
     /// and then releases the rest; a SIGINT or a second SIGTERM releases them at once; a second
-    /// SIGINT stops without releasing (their leases expire).
+    /// SIGINT stops without releasing (their leases expire). Where there are no Unix signals
+    /// (Windows), Ctrl-C counts as SIGINT and nothing as SIGTERM.
     pub async fn run(self) -> Result<(), Error> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let handler = |kind: SignalKind, name: &str| {
-            signal(kind)
-                .map_err(|e| Error::Transport(format!("installing the {name} handler: {e}")))
+        let handler = |listen: fn() -> std::io::Result<signals::Listener>, name: &str| {
+            listen().map_err(|e| Error::Transport(format!("installing the {name} handler: {e}")))
         };
-        let mut term = handler(SignalKind::terminate(), "SIGTERM")?;
-        let mut int = handler(SignalKind::interrupt(), "SIGINT")?;
+        let mut term = handler(signals::Listener::terminate, "SIGTERM")?;
+        let mut int = handler(signals::Listener::interrupt, "SIGINT")?;
         let RunningWorker { stop, mut task } = self.run_async();
         let (mut terms, mut ints) = (0, 0);
         loop {
@@ -660,5 +659,57 @@ impl RunningWorker {
         self.task
             .await
             .unwrap_or_else(|e| Err(Error::Transport(format!("worker task: {e}"))))
+    }
+}
+
+/// The two stop signals `Worker::run` listens for.
+#[cfg(unix)]
+mod signals {
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+
+    /// One signal's stream of arrivals.
+    pub(super) struct Listener(Signal);
+
+    impl Listener {
+        pub(super) fn terminate() -> std::io::Result<Self> {
+            signal(SignalKind::terminate()).map(Self)
+        }
+
+        pub(super) fn interrupt() -> std::io::Result<Self> {
+            signal(SignalKind::interrupt()).map(Self)
+        }
+
+        /// The next arrival (never, once the stream has ended).
+        pub(super) async fn recv(&mut self) {
+            if self.0.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// The two stop signals `Worker::run` listens for, without Unix signals: Ctrl-C is the
+/// interrupt and nothing terminates.
+#[cfg(not(unix))]
+mod signals {
+    /// Ctrl-C (`true`) or a signal that never arrives (`false`).
+    pub(super) struct Listener(bool);
+
+    impl Listener {
+        pub(super) fn terminate() -> std::io::Result<Self> {
+            Ok(Self(false))
+        }
+
+        pub(super) fn interrupt() -> std::io::Result<Self> {
+            Ok(Self(true))
+        }
+
+        /// The next arrival (never, for the one without a counterpart here).
+        pub(super) async fn recv(&mut self) {
+            if self.0 && tokio::signal::ctrl_c().await.is_ok() {
+                return;
+            }
+            std::future::pending::<()>().await;
+        }
     }
 }

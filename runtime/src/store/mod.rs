@@ -90,6 +90,7 @@ pub struct TurnRecord {
     /// Where it came from.
     pub origin: Option<MessageOrigin>,
     /// Where the turn is.
+    #[serde(deserialize_with = "known_status")]
     pub status: TurnStatus,
     /// Attempts counted so far.
     pub attempt: u32,
@@ -138,6 +139,18 @@ pub struct TurnRecord {
     pub resume: bool,
     /// Digest of the applied completion, to answer its exact repeat.
     pub completion_digest: Option<String>,
+}
+
+/// A stored turn's status must be one this version knows: a record with another one is
+/// unreadable (its instance is quarantined), not read as [`TurnStatus::Unknown`].
+fn known_status<'de, D: serde::Deserializer<'de>>(d: D) -> Result<TurnStatus, D::Error> {
+    match TurnStatus::deserialize(d)? {
+        TurnStatus::Unknown => Err(serde::de::Error::custom(format_args!(
+            "a turn status this version of turnwise does not know (known: {})",
+            TurnStatus::ALL.join(", ")
+        ))),
+        known => Ok(known),
+    }
 }
 
 impl TurnRecord {
@@ -190,6 +203,7 @@ impl TurnRecord {
 
 /// How durable a commit must be before it is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Durability {
     /// On stable storage (fsync) before `commit` returns.
     Durable,
@@ -255,6 +269,7 @@ pub struct InstanceFilter {
 
 /// Why a commit was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CommitError {
     /// The instance's revision is not the expected one: another commit came first. Nothing
     /// was written; read again and retry.

@@ -103,6 +103,7 @@ CREATE TABLE IF NOT EXISTS quarantine (
 ///
 /// The store always runs in WAL mode, where the levels mean:
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Synchronous {
     /// `FULL`: the WAL is synced before a durable commit is answered (on the sync thread,
     /// see [`SqliteOptions::sync_thread`], or in the `COMMIT`), so an acknowledged
@@ -222,8 +223,10 @@ impl SqliteOptions {
 /// migrated when opened (version 1's two full `finished` indexes are replaced by the partial
 /// ones; the journal and quarantine tables are added).
 ///
-/// Records are stored as `serde_json` text; with the `arbitrary_precision` feature numbers
-/// round-trip exactly as written (`1.10` stays `1.10`).
+/// Records are stored as `serde_json` text; with the crate's `exact-numbers` feature numbers
+/// round-trip exactly as written (`1.10` stays `1.10`). Open a store written with that
+/// feature (the server's) from builds with it too: without it, numbers are rounded to `f64`
+/// when read and one beyond `f64`'s range makes its record unreadable.
 ///
 /// # Records that cannot be read
 ///

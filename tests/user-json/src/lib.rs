@@ -1,0 +1,1 @@
+//! Nothing here: the test in `tests/` plays the user's code.
