@@ -105,7 +105,10 @@ pub mod context;
 pub mod engine;
 pub mod error;
 pub mod handle;
+// The `Http` backend: its source is `client/` (the layer beside the stores), its public path
+// `turnwise::http`, the one users, docs and tests name.
 #[cfg(feature = "http")]
+#[path = "client/mod.rs"]
 pub mod http;
 pub mod prelude;
 pub mod protocol;
