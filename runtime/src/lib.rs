@@ -134,7 +134,10 @@ extern crate self as turnwise;
 
 pub mod clock;
 pub mod engine;
+// The `Http` backend: its source is `client/` (the layer beside the stores), its public path
+// `turnwise::http`, the one users, docs and tests name.
 #[cfg(feature = "http")]
+#[path = "client/mod.rs"]
 pub mod http;
 pub mod prelude;
 pub mod protocol;
