@@ -364,8 +364,13 @@ pub struct InboxMessage {
     pub attempt: u32,
     /// The serialized size of the message in bytes.
     pub message_bytes: u64,
-    /// The message, with `payloads=true` only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The message, with `payloads=true` only. A message that is JSON `null` reads as
+    /// `Some(Value::Null)`: only a missing field is `None`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_value"
+    )]
     pub message: Option<Value>,
     /// Where it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1106,4 +1111,28 @@ pub struct SchemaDocument {
     /// The reply schema (served, not checked).
     #[serde(default)]
     pub reply: Value,
+}
+
+/// A field that is present reads as `Some`, even when it is `null` (which serde's `Option`
+/// would read as `None`); `#[serde(default)]` makes a missing field `None`.
+fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inbox_message_that_is_null_is_present() {
+        let base = serde_json::json!({
+            "turn": 1, "message_id": "m", "status": "queued", "received_at_ms": 0,
+            "ready_at_ms": 0, "attempt": 0, "message_bytes": 4
+        });
+        let mut with_null = base.clone();
+        with_null["message"] = Value::Null;
+        let read = |v: Value| serde_json::from_value::<InboxMessage>(v).map(|m| m.message);
+        assert_eq!(read(with_null).unwrap(), Some(Value::Null));
+        assert_eq!(read(base).unwrap(), None);
+    }
 }
