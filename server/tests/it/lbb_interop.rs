@@ -163,7 +163,7 @@ fn setup_python(venv: &Path, pip_env: &[(&str, &str)], pip_env_removed: &[&str])
             .chain(output.lines())
             .find(|line| UNREACHABLE_SIGNS.iter().any(|sign| line.contains(sign)));
         if let Some(line) = unreachable {
-            return Setup::Unreachable(format!("{output}\n(from pip's log) {}", line.trim()));
+            return Setup::Unreachable(format!("{output}\npip reported: {}", line.trim()));
         }
         panic!("pip install {PACKAGE} failed (the index answered):\n{output}\npip's log:\n{log}");
     }
