@@ -3,28 +3,47 @@
 //! A counter on the embedded engine over a SQLite file. The app sends four requests; each one
 //! is a turn that adds its amount in a step. The third request ends its turn with a
 //! continuation: a follow-up message that pays a bonus, appended behind the fourth request that
-//! was already queued. By default the database is a fresh file in a temporary directory, so
-//! every run starts from zero.
+//! was already queued. By default the database is a fresh file in a temporary directory that
+//! is removed when the run ends (also after an error), so every run starts from zero; a path
+//! given on the command line is kept.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use example_counter::{counter, Add};
 use turnwise::prelude::*;
 
-fn database_path() -> std::io::Result<PathBuf> {
-    if let Some(path) = std::env::args().nth(1) {
-        return Ok(PathBuf::from(path));
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Without a path: a temporary directory, removed once `run` has shut its runtime down and
+    // with it every handle on the file, also after an error (a panic removes it while
+    // unwinding).
+    let (path, scratch) = match std::env::args_os().nth(1) {
+        Some(path) => (PathBuf::from(path), None),
+        None => {
+            let dir = tempfile::Builder::new()
+                .prefix("turnwise-counter-")
+                .tempdir()?;
+            (dir.path().join("counter.db"), Some(dir))
+        }
+    };
+    let result = run(&path, scratch.is_some());
+    if let Some(dir) = scratch {
+        let shown = dir.path().display().to_string();
+        if let Err(e) = dir.close() {
+            eprintln!("Could not remove the temporary directory {shown}: {e}");
+        }
     }
-    let dir = std::env::temp_dir().join(format!("turnwise-counter-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir.join("counter.db"))
+    result
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = database_path()?;
-    let engine = Engine::open(&path).await?;
-    println!("The engine keeps its data in {}.", path.display());
+async fn run(path: &Path, temporary: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let engine = Engine::open(path).await?;
+    let until = if temporary {
+        " (a temporary directory, removed when the run ends)"
+    } else {
+        ""
+    };
+    println!("The engine keeps its data in {}{until}.", path.display());
 
     let handle = counter.start(&engine, "counter-1").await?;
     println!("Started the workflow instance `{}`.", handle.id());

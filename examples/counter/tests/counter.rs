@@ -73,3 +73,16 @@ async fn a_repeated_message_id_is_admitted_once() -> Result<(), Box<dyn std::err
     );
     Ok(())
 }
+
+/// The workflow's JSON Schemas, compared with the committed `schema.json`.
+/// `TURNWISE_BLESS=1 cargo test -p example-counter schema::` rewrites it after a reviewed change.
+mod schema {
+    use example_counter::counter;
+
+    #[test]
+    fn the_schema_matches_its_snapshot() {
+        let workflow = counter;
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.json");
+        turnwise::testing::assert_snapshot(&workflow.schema().to_json(), path);
+    }
+}

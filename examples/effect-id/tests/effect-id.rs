@@ -103,3 +103,16 @@ async fn every_message_has_effect_ids_of_its_own() -> Result {
     assert_eq!(handle.state().await?.total_cents, 2 * 4_999);
     Ok(())
 }
+
+/// The workflow's JSON Schemas, compared with the committed `schema.json`.
+/// `TURNWISE_BLESS=1 cargo test -p example-effect-id schema::` rewrites it after a reviewed change.
+mod schema {
+    use example_effect_id::checkout;
+
+    #[test]
+    fn the_schema_matches_its_snapshot() {
+        let workflow = checkout(example_effect_id::Services::default());
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.json");
+        turnwise::testing::assert_snapshot(&workflow.schema().to_json(), path);
+    }
+}

@@ -152,3 +152,16 @@ async fn waiting_for_the_due_date_counts_no_attempt() -> Result {
     );
     Ok(())
 }
+
+/// The workflow's JSON Schemas, compared with the committed `schema.json`.
+/// `TURNWISE_BLESS=1 cargo test -p example-invoice schema::` rewrites it after a reviewed change.
+mod schema {
+    use example_invoice::invoicing;
+
+    #[test]
+    fn the_schema_matches_its_snapshot() {
+        let workflow = invoicing(std::sync::Arc::new(turnwise::clock::SystemClock));
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.json");
+        turnwise::testing::assert_snapshot(&workflow.schema().to_json(), path);
+    }
+}

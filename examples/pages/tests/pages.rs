@@ -113,3 +113,16 @@ async fn a_page_larger_than_the_step_budget_fails_the_turn_for_good() -> Result 
     );
     Ok(())
 }
+
+/// The workflow's JSON Schemas, compared with the committed `schema.json`.
+/// `TURNWISE_BLESS=1 cargo test -p example-pages schema::` rewrites it after a reviewed change.
+mod schema {
+    use example_pages::pages;
+
+    #[test]
+    fn the_schema_matches_its_snapshot() {
+        let workflow = pages(example_pages::Paging::default());
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.json");
+        turnwise::testing::assert_snapshot(&workflow.schema().to_json(), path);
+    }
+}

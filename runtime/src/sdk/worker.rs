@@ -408,10 +408,21 @@ impl Worker {
                     _ = s.changed() => return Ok(()),
                 }
             }
-            let claimed = self
+            // The claim long-polls for up to the claim wait: race it with the stop signal, so an
+            // idle worker stops at once. A claim dropped here was either still waiting (nothing
+            // granted) or, in a narrow window, granted a turn this worker never saw: that turn
+            // stays leased until its lease expires and is then claimed again as a new attempt,
+            // as after a worker that vanished. A claim that answered first is taken (`biased`)
+            // and released below.
+            let claim = self
                 .backend
-                .claim(self.claim_request(self.options.claim_wait))
-                .await;
+                .claim(self.claim_request(self.options.claim_wait));
+            let mut s = stop.clone();
+            let claimed = tokio::select! {
+                biased;
+                claimed = claim => claimed,
+                _ = s.wait_for(|state| *state != Stop::Running) => return Ok(()),
+            };
             let task = match claimed {
                 Ok(r) => {
                     backoff = Duration::ZERO;
@@ -637,7 +648,9 @@ pub struct RunningWorker {
 
 impl RunningWorker {
     /// Stop claiming, let held turns finish for up to the worker's drain time (see
-    /// [`Worker::drain`]), release what is left, and wait for the worker to end.
+    /// [`Worker::drain`]), release what is left, and wait for the worker to end. Claims still
+    /// waiting for a turn are abandoned at once, so an idle worker stops without waiting out its
+    /// claim wait.
     pub async fn stop(self) -> Result<(), Error> {
         self.stop.send_if_modified(|s| {
             let was = *s;
@@ -649,7 +662,8 @@ impl RunningWorker {
         self.join().await
     }
 
-    /// Release every held turn at once and wait for the worker to end.
+    /// Release every held turn at once and wait for the worker to end (claims still waiting
+    /// for a turn are abandoned, as by [`stop`](RunningWorker::stop)).
     pub async fn stop_now(self) -> Result<(), Error> {
         self.stop.send_replace(Stop::Release);
         self.join().await

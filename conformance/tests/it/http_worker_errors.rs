@@ -6,7 +6,7 @@
 //! the task's `steps_max` (a server that does not send it) or answers with a code no server of
 //! the protocol sends. Every due time is on the manual clock, which these tests never move.
 
-mod common;
+use crate::common;
 
 use std::fmt::Debug;
 use std::sync::Arc;

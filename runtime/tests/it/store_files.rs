@@ -3,8 +3,8 @@
 //! database file or write-ahead log deleted or replaced under a running store, a write that
 //! fails) instead of writes answered and then lost.
 //!
-//! The children these tests start are this test binary run again with `--exact <child>
-//! --ignored`, as in `crash.rs` and `store_journal.rs`.
+//! The children these tests start are this test binary run again with `--exact
+//! store_files::<child> --ignored`, as in `crash.rs` and `store_journal.rs`.
 
 #![cfg(all(feature = "sqlite", unix))]
 
@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::json;
 use turnwise::store::*;
 
-mod common;
+use crate::common;
 
 const NS: &str = "default";
 
@@ -129,7 +129,9 @@ fn holder_child() {
 /// Start `holder_child` on `db` and wait until it holds the store.
 fn start_holder(db: &Path) -> Child {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "holder_child", "--nocapture", "--ignored"])
+        .arg("--exact")
+        .arg(common::test_name(module_path!(), "holder_child"))
+        .args(["--nocapture", "--ignored"])
         .env(HOLDER_DB, db)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -354,7 +356,9 @@ fn a_failed_write_makes_the_store_unhealthy_until_a_write_succeeds() {
         .arg("trap '' XFSZ; ulimit -f 8192 && exec \"$@\"")
         .arg("sh")
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "full_disk_child", "--nocapture", "--ignored"])
+        .arg("--exact")
+        .arg(common::test_name(module_path!(), "full_disk_child"))
+        .args(["--nocapture", "--ignored"])
         .env(FULL_DIR, dir.path())
         .stdin(Stdio::null())
         .output()

@@ -4,9 +4,13 @@
 //! a sleep, a signal wait answered with `handle.signal`, and a continuation; the test then checks
 //! the final state and history through turnwise's own API.
 //!
-//! Without `python3` the test prints one line and passes.
+//! Without `python3` the test prints one line and passes. So it does when pip cannot reach the
+//! package index (a firewall, no network), unless `TURNWISE_REQUIRE_INTEROP=1` (CI sets it):
+//! then an unreachable index fails it. Any other pip failure fails it always.
+//! `an_unreachable_index_skips_unless_interop_is_required` checks that decision against an index
+//! on a closed local port, in a fresh venv.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -62,18 +66,52 @@ fn run(cmd: &mut Command, limit: Duration) -> (bool, String, String) {
     }
 }
 
-/// The venv's python with the package installed, creating the venv if needed.
-fn python_with_lbb() -> Option<PathBuf> {
+/// Set to `1` (CI does) to make an unreachable package index fail the interop test instead of
+/// skipping it.
+const REQUIRE_ENV: &str = "TURNWISE_REQUIRE_INTEROP";
+
+/// What setting up the Python side gave.
+#[derive(Debug)]
+enum Setup {
+    /// The venv's python, with the package importable.
+    Ready(PathBuf),
+    /// No `python3` on this machine.
+    NoPython,
+    /// pip could not reach the package index (or a download from it); pip's output.
+    Unreachable(String),
+}
+
+/// Texts in pip's output or log when it cannot connect to the index (refused, no route, no
+/// DNS, a timeout, a proxy or TLS failure) rather than when the index answered and the install
+/// failed.
+const UNREACHABLE_SIGNS: &[&str] = &[
+    "Failed to establish a new connection",
+    "NewConnectionError",
+    "ConnectTimeoutError",
+    "NameResolutionError",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "No route to host",
+    "Connection refused",
+    "Read timed out",
+    "ProxyError",
+    "SSLError",
+    "connection error:",
+];
+
+/// The venv at `venv` with the package installed, creating the venv if needed. `pip_env` is
+/// set (and `pip_env_removed` unset) for pip only. A failure other than an unreachable index
+/// panics with pip's output.
+fn setup_python(venv: &Path, pip_env: &[(&str, &str)], pip_env_removed: &[&str]) -> Setup {
     let found = Command::new("python3")
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
     if !matches!(found, Ok(s) if s.success()) {
-        println!("skipping lbb interop: python3 not found");
-        return None;
+        return Setup::NoPython;
     }
-    let venv = venv_dir();
     let python = venv.join("bin").join("python");
     let installed = |python: &Path| {
         python.exists()
@@ -87,35 +125,137 @@ fn python_with_lbb() -> Option<PathBuf> {
             .0
     };
     if installed(&python) {
-        return Some(python);
+        return Setup::Ready(python);
     }
-    let (ok, out, err) = run(
-        Command::new("python3").arg("-m").arg("venv").arg(&venv),
-        Duration::from_secs(120),
-    );
-    assert!(ok, "python3 -m venv {venv:?} failed:\n{out}\n{err}");
-    let (ok, out, err) = run(
-        Command::new(&python).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            PACKAGE,
-        ]),
-        Duration::from_secs(600),
-    );
-    assert!(ok, "pip install {PACKAGE} failed:\n{out}\n{err}");
+    if !python.exists() {
+        let (ok, out, err) = run(
+            Command::new("python3").arg("-m").arg("venv").arg(venv),
+            Duration::from_secs(120),
+        );
+        assert!(ok, "python3 -m venv {venv:?} failed:\n{out}\n{err}");
+    }
+    // pip says why it found nothing (a connection error, say) only in its verbose log.
+    let log = venv.join("pip-install.log");
+    let _ = std::fs::remove_file(&log);
+    let mut pip = Command::new(&python);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ])
+    .arg("--log")
+    .arg(&log)
+    .arg(PACKAGE);
+    for (k, v) in pip_env {
+        pip.env(k, v);
+    }
+    for k in pip_env_removed {
+        pip.env_remove(k);
+    }
+    let (ok, out, err) = run(&mut pip, Duration::from_secs(600));
+    if !ok {
+        let output = format!("{out}\n{err}");
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        let unreachable = log
+            .lines()
+            .chain(output.lines())
+            .find(|line| UNREACHABLE_SIGNS.iter().any(|sign| line.contains(sign)));
+        if let Some(line) = unreachable {
+            return Setup::Unreachable(format!("{output}\npip reported: {}", line.trim()));
+        }
+        panic!("pip install {PACKAGE} failed (the index answered):\n{output}\npip's log:\n{log}");
+    }
     assert!(
         installed(&python),
         "{PACKAGE} is not importable after install"
     );
-    Some(python)
+    Setup::Ready(python)
+}
+
+/// The python to run the interop test with, or `None` (after one printed line saying why) to
+/// skip it: without `python3`, or when the index is unreachable and `require` is false. An
+/// unreachable index with `require` set panics.
+fn python_or_skip(setup: Setup, require: bool) -> Option<PathBuf> {
+    match setup {
+        Setup::Ready(python) => Some(python),
+        Setup::NoPython => {
+            println!("skipping lbb interop: python3 not found");
+            None
+        }
+        Setup::Unreachable(output) if require => panic!(
+            "{REQUIRE_ENV}=1 requires the lbb interop test, but pip cannot reach the package \
+             index to install {PACKAGE}:\n{output}"
+        ),
+        Setup::Unreachable(_) => {
+            println!(
+                "skipping lbb interop: pip cannot reach the package index to install {PACKAGE} \
+                 (set {REQUIRE_ENV}=1 to make this a failure)"
+            );
+            None
+        }
+    }
+}
+
+/// Whether the environment requires the interop test to run.
+fn required() -> bool {
+    std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_index_skips_unless_interop_is_required() {
+    // pip pointed at a port nothing listens on, in a fresh venv, with no configuration file,
+    // local wheel directory or other index to fall back on, and no retries.
+    let setup = tokio::task::spawn_blocking(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let setup = setup_python(
+            &dir.path().join("venv"),
+            &[
+                ("PIP_INDEX_URL", "http://127.0.0.1:9/"),
+                ("PIP_CONFIG_FILE", "/dev/null"),
+                ("PIP_RETRIES", "0"),
+                ("PIP_TIMEOUT", "10"),
+            ],
+            &["PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"],
+        );
+        (dir, setup)
+    })
+    .await
+    .unwrap();
+    let (_dir, setup) = setup;
+    let output = match setup {
+        Setup::NoPython => {
+            println!("skipping the unreachable-index check: python3 not found");
+            return;
+        }
+        Setup::Unreachable(output) => output,
+        Setup::Ready(_) => panic!("installed {PACKAGE} from an index that does not exist"),
+    };
+    assert!(
+        output.contains("127.0.0.1"),
+        "pip's output names the index: {output}"
+    );
+    assert_eq!(
+        python_or_skip(Setup::Unreachable(output.clone()), false),
+        None,
+        "skipped when not required"
+    );
+    let required = std::panic::catch_unwind(|| python_or_skip(Setup::Unreachable(output), true));
+    let message = required.expect_err("an unreachable index fails when required");
+    let message = message
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .unwrap_or_default();
+    assert!(message.contains(REQUIRE_ENV), "{message}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lbb_python_worker_runs_against_turnwise_serve() {
-    let Some(python) = tokio::task::spawn_blocking(python_with_lbb).await.unwrap() else {
+    let setup = tokio::task::spawn_blocking(|| setup_python(&venv_dir(), &[], &[]))
+        .await
+        .unwrap();
+    let Some(python) = python_or_skip(setup, required()) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

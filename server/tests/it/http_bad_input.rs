@@ -1,7 +1,7 @@
 //! Bad input over HTTP: each is refused with the documented status and error code in the full
 //! envelope, and nothing is written (checked by reading everything back through the API).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::Duration;

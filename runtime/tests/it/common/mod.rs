@@ -54,3 +54,14 @@ pub fn instance_record(ns: &str, id: &str, revision: u64) -> InstanceRecord {
         epoch: "e1".into(),
     }
 }
+
+/// The name the test harness lists test `name` of the module at `module` (its
+/// `module_path!()`) under: the path without the binary's crate name, e.g. `crash::crash_child`.
+/// A test that re-runs this binary as a child selects the child with
+/// `--exact <this name> --ignored`.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
+}

@@ -5,10 +5,11 @@
 //! no message is lost or duplicated.
 //!
 //! The test binary re-executes itself as the child: [`crash_sigkill`] spawns
-//! `<this test binary> --exact crash_child --nocapture --ignored` with `TURNWISE_CRASH_DB` set,
-//! and [`crash_child`] then runs a worker loop over that file, printing one `ack …` line after
-//! every acknowledged call. The parent collects those lines, kills the child after a random
-//! delay, opens the file itself and checks the file against every acknowledgement it saw so far.
+//! `<this test binary> --exact crash::crash_child --nocapture --ignored` with
+//! `TURNWISE_CRASH_DB` set, and [`crash_child`] then runs a worker loop over that file, printing
+//! one `ack …` line after every acknowledged call. The parent collects those lines, kills the
+//! child after a random delay, opens the file itself and checks the file against every
+//! acknowledgement it saw so far.
 //!
 //! The workload is one instance, `crash-1`, whose turn `k` handles message `m-<k>`: two steps,
 //! each saved with output `k`, then a completion with state
@@ -287,7 +288,9 @@ fn crash_sigkill() {
         let delay = rng.between(MIN_DELAY_MS, MAX_DELAY_MS);
         let mut child = KillOnDrop(
             Command::new(&exe)
-                .args(["--exact", "crash_child", "--nocapture", "--ignored"])
+                .arg("--exact")
+                .arg(crate::common::test_name(module_path!(), "crash_child"))
+                .args(["--nocapture", "--ignored"])
                 .env(DB_ENV, &path)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())

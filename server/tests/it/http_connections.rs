@@ -4,7 +4,7 @@
 //! closes, and every refusal of the HTTP layer that carries a body is the JSON error envelope.
 //! The test servers use short timeouts; every wait is bounded.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

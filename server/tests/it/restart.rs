@@ -2,7 +2,7 @@
 //! on the same file and port: every acknowledged message, step, signal and completion is there,
 //! and the worker carries on. Also a graceful stop (SIGTERM) with a claim waiting.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

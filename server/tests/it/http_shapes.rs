@@ -1,7 +1,7 @@
 //! The raw JSON of the wire: the counter exchange of the wire reference (§6) and its sleep and
 //! signal variants, checked key by key, plus scoping, long-poll wake-ups and shutdown.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! What the worker does with the engine's refusals, over the embedded engine: it decides by
 //! the error's meaning, never by its HTTP status. A limit or a size refusal fails the turn for
 //! good at once, with the engine's message on the turn; only a lost lease ends the attempt
-//! without a word. (The same cases over HTTP are in `conformance/tests/http_worker_errors.rs`.)
+//! without a word. (The same cases over HTTP are in `conformance/tests/it/http_worker_errors.rs`.)
 //! Every due time is on the manual clock, which these tests never move: what they assert
 //! happens at once, not at a lease expiry.
 
@@ -14,7 +14,7 @@ use turnwise::protocol::TurnStatus;
 use turnwise::testing::TestEnv;
 use turnwise::EngineConfig;
 
-mod common;
+use crate::common;
 use common::GUARD;
 
 /// Three steps, each adding one.

@@ -2,12 +2,12 @@
 //! strings, unicode, big and exotic numbers) through every value-carrying route of the
 //! `turnwise` binary, then read back through every read route after a graceful restart
 //! (SIGTERM) and after SIGKILLs at random moments. The client is the `Http` backend; the
-//! workload is the conformance crate's `values` module (`conformance/tests/accepted_values.rs`
+//! workload is the conformance crate's `values` module (`conformance/tests/it/accepted_values.rs`
 //! runs it on the embedded engine).
 //!
 //! Set `TURNWISE_VALUES_SEED` to replay a run (the seed is printed).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! Real worker processes, real signals (wire §3.10–3.12).
 //!
 //! Every parent test re-runs this test binary as its child worker (`current_exe()` with
-//! `--exact <child> --nocapture --ignored`); a child test does nothing unless its environment
+//! `--exact worker_process::<child> --nocapture --ignored`); a child test does nothing unless its environment
 //! variables are set. Children print one `@@tw <event>` line per event on stdout, which the
 //! parent reads on threads and waits for, always with a generous timeout. An SQLite file is
 //! written by one process at a time: the parent opens it only while no child runs.
@@ -162,7 +162,9 @@ impl ChildProc {
     fn spawn(name: &'static str, envs: &[(&str, OsString)]) -> Self {
         let exe = std::env::current_exe().expect("the test binary's path");
         let mut cmd = Command::new(exe);
-        cmd.args(["--exact", name, "--nocapture", "--ignored"])
+        cmd.arg("--exact")
+            .arg(crate::common::test_name(module_path!(), name))
+            .args(["--nocapture", "--ignored"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -1,7 +1,7 @@
 //! Every acknowledged write stays readable on the embedded default (engine over SQLite), after
 //! a graceful restart and after a SIGKILL: generated JSON values (deep, wide, long strings,
 //! unicode, big and exotic numbers) through every value-carrying call, read back through every
-//! read once the file is opened again. (`server/tests/accepted_values.rs` does the same over
+//! read once the file is opened again. (`server/tests/it/accepted_values.rs` does the same over
 //! HTTP against the `turnwise` binary.)
 //!
 //! The SIGKILL test re-executes this test binary as the child (`values_child`), which climbs
@@ -103,7 +103,9 @@ async fn generated_values_survive_sigkill() {
         let seed = base.wrapping_add(round);
         let path = dir.path().join(format!("values-{round}.db"));
         let mut child = Command::new(&exe)
-            .args(["--exact", "values_child", "--nocapture", "--ignored"])
+            .arg("--exact")
+            .arg(crate::common::test_name(module_path!(), "values_child"))
+            .args(["--nocapture", "--ignored"])
             .env(DB_ENV, &path)
             .env(SEED_ENV, seed.to_string())
             .stdout(Stdio::piped())

@@ -2,7 +2,7 @@
 //! starts; the server then refuses messages and signals that do not match, naming the path, and
 //! writes nothing.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! nothing is written: the instance, its inbox, its history and the claimed turn read the same
 //! afterwards.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{json, Value};

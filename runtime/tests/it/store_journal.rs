@@ -15,7 +15,7 @@ use serde_json::json;
 use turnwise::protocol::*;
 use turnwise::store::*;
 
-mod common;
+use crate::common;
 
 const NS: &str = "default";
 
@@ -549,7 +549,9 @@ fn kill_child_after(recreate: bool, wanted: u64) -> Option<(tempfile::TempDir, u
         command.env(CHILD_RECREATE, "1");
     }
     let mut child = command
-        .args(["--exact", "journal_child", "--nocapture", "--ignored"])
+        .arg("--exact")
+        .arg(common::test_name(module_path!(), "journal_child"))
+        .args(["--nocapture", "--ignored"])
         .env(CHILD_DB, &path)
         .env(CHILD_WRITES, wanted.to_string())
         .stdout(Stdio::piped())

@@ -13,7 +13,7 @@ use turnwise::prelude::*;
 use turnwise::protocol::*;
 use turnwise::testing::TestEnv;
 
-mod common;
+use crate::common;
 use common::{eventually, GUARD};
 
 #[derive(Default)]
@@ -233,6 +233,47 @@ async fn assert_released(env: &TestEnv, h: &Handle<Held>, wf: &Held, released_at
         "a release counts no attempt: {t:?}"
     );
     assert_eq!(wf.probe.executions.load(SeqCst), 2);
+}
+
+/// How long stopping an idle worker may take: far below the engine's longest claim wait
+/// (10 s), which `stop` and `stop_now` used to wait out. A behaviour bound, not a benchmark.
+const IDLE_STOP_BOUND: Duration = Duration::from_secs(2);
+
+#[tokio::test]
+async fn an_idle_worker_stops_without_waiting_out_its_claim() {
+    let wf = Held::new(Hold::Nothing);
+    let env = TestEnv::new().register(wf.clone());
+    for graceful in [true, false] {
+        let running = env
+            .worker()
+            .clone()
+            .concurrency(2)
+            .claim_wait(Duration::from_secs(60))
+            .run_async();
+        // Let both slots' claims reach their long wait on the empty engine.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = std::time::Instant::now();
+        let stopped = if graceful {
+            tokio::time::timeout(IDLE_STOP_BOUND, running.stop()).await
+        } else {
+            tokio::time::timeout(IDLE_STOP_BOUND, running.stop_now()).await
+        };
+        let which = if graceful { "stop" } else { "stop_now" };
+        stopped
+            .unwrap_or_else(|_| panic!("{which}() of an idle worker took over {IDLE_STOP_BOUND:?}"))
+            .unwrap();
+        println!(
+            "{which}() of an idle worker returned after {:?}",
+            started.elapsed()
+        );
+    }
+    // The stopped worker's claims are gone: a message sent now is claimed by another worker,
+    // on its first attempt, with no lease to wait out.
+    let h = env.start(&wf, "after-stop").await.unwrap();
+    h.send(7, "m1").await.unwrap();
+    assert_eq!(env.run_until_idle().await.unwrap(), 1);
+    let t = h.turn(1).await.unwrap();
+    assert_eq!((t.status, t.attempt), (TurnStatus::Completed, 1), "{t:?}");
 }
 
 #[tokio::test]

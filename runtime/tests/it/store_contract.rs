@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use turnwise::protocol::*;
 use turnwise::store::*;
 
-mod common;
+use crate::common;
 
 const NS: &str = "default";
 

@@ -3,7 +3,7 @@
 //! backend between them and an in-process turnwise server, plus a proxy that loses answers
 //! after the server applied them, so every retried route must be an exact, harmless repeat.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -545,6 +545,49 @@ async fn a_serving_worker_long_polls_over_http() {
         .await
         .unwrap()
         .unwrap();
+    assert_eq!(wf.steps.load(SeqCst), 1);
+}
+
+/// How long stopping an idle worker may take: far below the server's longest claim wait
+/// (10 s), which `stop` and `stop_now` used to wait out. A behaviour bound, not a benchmark.
+const IDLE_STOP_BOUND: Duration = Duration::from_secs(2);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_worker_stops_over_http_without_waiting_out_its_claim() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let wf = Counter::default();
+    for graceful in [true, false] {
+        let running = worker(f.http(), f.clock())
+            .register(wf.clone())
+            .claim_wait(Duration::from_secs(60))
+            .concurrency(2)
+            .run_async();
+        // Let both slots' long-poll claims reach the server.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = std::time::Instant::now();
+        let stopped = if graceful {
+            tokio::time::timeout(IDLE_STOP_BOUND, running.stop()).await
+        } else {
+            tokio::time::timeout(IDLE_STOP_BOUND, running.stop_now()).await
+        };
+        let which = if graceful { "stop" } else { "stop_now" };
+        stopped
+            .unwrap_or_else(|_| panic!("{which}() of an idle worker took over {IDLE_STOP_BOUND:?}"))
+            .unwrap();
+        println!(
+            "{which}() of an idle worker returned after {:?}",
+            started.elapsed()
+        );
+    }
+    // The abandoned long polls took nothing: a message sent now is claimed by another worker,
+    // on its first attempt, with no lease to wait out.
+    let h = wf.start(&f.http(), "after-stop").await.unwrap();
+    h.send(Add { add: 2, more: 0 }, "m1").await.unwrap();
+    let w = worker(f.http(), f.clock()).register(wf.clone());
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    let t = h.turn(1).await.unwrap();
+    // The step ran and the sleep suspended the turn, on its first attempt.
+    assert_eq!((t.status, t.attempt), (TurnStatus::Waiting, 1), "{t:?}");
     assert_eq!(wf.steps.load(SeqCst), 1);
 }
 

@@ -13,7 +13,7 @@ use turnwise::prelude::*;
 use turnwise::protocol::{CheckpointKind, InstanceStatus, TurnStatus};
 use turnwise::testing::TestEnv;
 
-mod common;
+use crate::common;
 use common::{eventually, GUARD};
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 //! The conformance suite over HTTP: each case drives the `Http` backend, which talks to a
 //! turnwise server started in-process on loopback over an engine with a manual clock.
 
-mod common;
+use crate::common;
 
 use common::HttpFixture;
 

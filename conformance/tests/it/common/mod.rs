@@ -98,3 +98,14 @@ impl Fixture for HttpFixture {
         self.clock.advance(by);
     }
 }
+
+/// The name the test harness lists test `name` of the module at `module` (its
+/// `module_path!()`) under: the path without the binary's crate name, e.g.
+/// `accepted_values::values_child`. A test that re-runs this binary as a child selects the
+/// child with `--exact <this name> --ignored`.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
+}
