@@ -14,7 +14,7 @@
 //! [`Durability::Durable`], on stable storage before `commit` returns. Finished turns are never
 //! rewritten once they are in history, except to apply retention, which only deletes.
 //!
-//! The contract has its own test suite (`runtime/tests/store_contract.rs`) that every store runs.
+//! The contract has its own test suite (`runtime/tests/it/store_contract.rs`) that every store runs.
 
 #[cfg(any(feature = "sqlite", feature = "http"))]
 pub(crate) use crate::protocol::json;

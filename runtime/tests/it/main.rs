@@ -11,6 +11,8 @@ mod common;
 
 mod crash;
 mod http_retry;
+mod http_tls;
+mod protocol_unknown_values;
 mod snapshot;
 mod sqlite_stats;
 mod store_contract;

@@ -12,9 +12,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use turnwise::protocol::Lease;
 use turnwise::{Backend, Error, Http};
 
-const CA: &[u8] = include_bytes!("data/test-ca.pem");
-const SERVER_CERT: &[u8] = include_bytes!("data/test-server.pem");
-const SERVER_KEY: &[u8] = include_bytes!("data/test-server.key");
+const CA: &[u8] = include_bytes!("../data/test-ca.pem");
+const SERVER_CERT: &[u8] = include_bytes!("../data/test-server.pem");
+const SERVER_KEY: &[u8] = include_bytes!("../data/test-server.key");
 
 /// The `Error::Invalid` message of a client built with these CA documents, or a panic naming
 /// what was built instead.
