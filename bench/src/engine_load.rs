@@ -164,7 +164,7 @@ impl Setup {
 /// Serve `engine` with the turnwise server's router on 127.0.0.1 (a free port), in this
 /// process, and answer a client of it.
 async fn serve_loopback(engine: Engine) -> Result<(Http, Shutdown), Error> {
-    let io = |e: std::io::Error| Error::Transport(format!("loopback server: {e}"));
+    let io = |e: std::io::Error| Error::transport(format!("loopback server: {e}"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(io)?;
@@ -392,7 +392,7 @@ async fn one_turn(engine: &dyn Backend, w: &Worker, k: u64) -> Result<Duration, 
         tokio::task::yield_now().await;
     }
     let task = task.ok_or_else(|| {
-        Error::Store(format!(
+        Error::store(format!(
             "turn m-{k} of `{}` was never claimable",
             w.instance
         ))

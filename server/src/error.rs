@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn store_errors_are_retryable_503s_with_retry_after() {
-        let e = ApiError::from(turnwise::Error::Store("disk full".into()));
+        let e = ApiError::from(turnwise::Error::store("disk full"));
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(e.code, "store_unavailable");
         assert_eq!(e.kind(), "api_error");

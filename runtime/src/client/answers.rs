@@ -56,13 +56,18 @@ fn parse_body(path: &str, body: &[u8]) -> Result<Value> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
-    crate::protocol::json::from_slice(body)
-        .map_err(|e| Error::Transport(format!("{path} answered a body that is not JSON: {e}")))
+    crate::protocol::json::from_slice(body).map_err(|e| {
+        Error::transport_caused(format_args!("{path} answered a body that is not JSON"), e)
+    })
 }
 
 fn decode<T: DeserializeOwned>(path: &str, value: Value) -> Result<T> {
-    serde_json::from_value(value)
-        .map_err(|e| Error::Transport(format!("{path} answered a body that cannot be read: {e}")))
+    serde_json::from_value(value).map_err(|e| {
+        Error::transport_caused(
+            format_args!("{path} answered a body that cannot be read"),
+            e,
+        )
+    })
 }
 
 /// The answer of a worker route whose body the protocol does not promise (operation,
@@ -138,7 +143,7 @@ fn parse_claim(value: Value) -> Result<ClaimResponse> {
     // A task that cannot be read is an error, never a silent drop: the worker backs off and
     // the server gets the turn back when its lease expires.
     let task = serde_json::from_value(task).map_err(|e| {
-        Error::Transport(format!(
+        Error::transport(format!(
             "the claim answered a task that cannot be read: {e}"
         ))
     })?;

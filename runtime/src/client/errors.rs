@@ -7,11 +7,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::transport::Call;
-use crate::protocol::error::Error;
+use crate::protocol::error::{Error, Source};
 use crate::protocol::Lease;
 
-/// A failed exchange as [`Error::Transport`]: the call, then every cause in the chain.
-pub(super) fn transport(call: &Call<'_>, e: &dyn std::error::Error) -> Error {
+/// A failed exchange as [`Error::Transport`]: the call, then every cause in the chain; `e`
+/// stays the error's source.
+pub(super) fn transport<E>(call: &Call<'_>, e: E) -> Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let mut message = format!("{} {}: {e}", call.method, call.path);
     let mut source = e.source();
     while let Some(s) = source {
@@ -19,7 +23,10 @@ pub(super) fn transport(call: &Call<'_>, e: &dyn std::error::Error) -> Error {
         message.push_str(&s.to_string());
         source = s.source();
     }
-    Error::Transport(message)
+    Error::Transport {
+        message,
+        source: Some(Source::new(e)),
+    }
 }
 
 /// The error envelope of a non-2xx answer, read in the wire's order of preference.

@@ -156,8 +156,9 @@ impl Config {
 
     /// The URL of `path` with the scope's query parameters, then `query`.
     fn build_url(&self, path: &str, query: &[(&str, String)]) -> Result<Url> {
-        let mut url = Url::parse(&format!("{}{path}", self.base))
-            .map_err(|e| Error::Transport(format!("cannot build the URL of {path}: {e}")))?;
+        let mut url = Url::parse(&format!("{}{path}", self.base)).map_err(|e| {
+            Error::transport_caused(format_args!("cannot build the URL of {path}"), e)
+        })?;
         {
             let mut pairs = url.query_pairs_mut();
             if let Some(graph) = &self.graph {
@@ -339,7 +340,7 @@ impl HttpBuilder {
             .default_headers(headers)
             .user_agent(user_agent)
             .build()
-            .map_err(|e| Error::Transport(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| Error::transport_caused("cannot build the HTTP client", e))?;
         Ok(Http {
             client,
             direct,

@@ -64,7 +64,7 @@ pub(super) fn client_config(
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Transport(format!("cannot set up TLS: {e}")))?;
+        .map_err(|e| Error::transport_caused("cannot set up TLS", e))?;
     let mut config =
         match rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone()) {
             Ok(verifier) => builder
@@ -72,7 +72,7 @@ pub(super) fn client_config(
                 .with_custom_certificate_verifier(Arc::new(verifier))
                 .with_no_client_auth(),
             Err(e) if https => {
-                return Err(Error::Transport(format!(
+                return Err(Error::transport(format!(
                     "cannot set up TLS: no trusted CA certificate could be loaded ({e}); install \
                  the system's CA certificates (or point SSL_CERT_FILE at a bundle), or give \
                  the server's CA with HttpBuilder::ca_certificate"

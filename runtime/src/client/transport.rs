@@ -82,7 +82,7 @@ impl Http {
                 retry_after: retry_after(&r.headers),
                 body: r.body,
             }),
-            Err(e) => Err((transport(call, &e), true)),
+            Err(e) => Err((transport(call, e), true)),
         }
     }
 
@@ -107,10 +107,13 @@ impl Http {
                         retry_after,
                         body,
                     }),
-                    Err(e) => Err((transport(call, &e), true)),
+                    Err(e) => Err((transport(call, e), true)),
                 }
             }
-            Err(e) => Err((transport(call, &e), !e.is_builder())),
+            Err(e) => {
+                let retry = !e.is_builder();
+                Err((transport(call, e), retry))
+            }
         }
     }
 }

@@ -436,7 +436,10 @@ impl Backend for Engine {
                 Err(CommitError::Conflict) => continue,
                 Err(CommitError::Store(e)) => return Err(e.into()),
                 Err(e @ CommitError::MessageIdTaken { .. }) => {
-                    return Err(Error::Store(format!("deleting `{}`: {e}", inst.id)))
+                    return Err(Error::store_caused(
+                        format_args!("deleting `{}`", inst.id),
+                        e,
+                    ))
                 }
             }
         }

@@ -281,7 +281,7 @@ impl Engine {
             Committed::Conflict => Ok(false),
             // Only admissions add turns with ids from outside; every other new turn's id is
             // made here to be unique.
-            Committed::MessageIdTaken(message_id) => Err(Error::Store(format!(
+            Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
                 "a turn made by the engine reused message id `{message_id}`"
             ))),
         }
@@ -350,7 +350,7 @@ impl Tries {
     fn next(&mut self, id: &str) -> Result<()> {
         self.0 += 1;
         if self.0 > Self::MAX {
-            return Err(Error::Store(format!(
+            return Err(Error::store(format!(
                 "instance `{id}` changed under {} consecutive writes; retry the request",
                 Self::MAX
             )));

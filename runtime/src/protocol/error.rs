@@ -16,8 +16,62 @@
 //! table test below and in `docs/protocol.md` §11.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
+
+/// The underlying error of a store or transport failure (an I/O error, a SQLite error, an
+/// HTTP client error), kept so that [`std::error::Error::source`] of the error holding it
+/// returns the underlying error itself, to inspect or downcast.
+///
+/// The message of the error that holds it already includes this error's text (so that the
+/// message a server sends, or a log line, says everything); a report that prints the whole
+/// chain shows that text twice. Two sources are equal when their texts are: [`Error`] compares
+/// by meaning.
+#[derive(Clone)]
+pub struct Source(Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl Source {
+    /// Keep `error` as a source.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Source(Arc::new(error))
+    }
+
+    /// The underlying error, to inspect or [`downcast_ref`](dyn std::error::Error::downcast_ref).
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+// `Deref` (and no `Error` impl of its own) makes the holder's `source()` the underlying error
+// itself rather than this wrapper.
+impl std::ops::Deref for Source {
+    type Target = dyn std::error::Error + Send + Sync + 'static;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl PartialEq for Source {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for Source {}
 
 /// A refusal or failure of a protocol call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,8 +141,14 @@ pub enum Error {
         message: String,
     },
     /// The store failed; the request may be retried.
-    #[error("store error: {0}")]
-    Store(String),
+    #[error("store error: {message}")]
+    Store {
+        /// What failed (including the underlying error's text).
+        message: String,
+        /// The underlying error, when there is one (never across HTTP).
+        #[source]
+        source: Option<Source>,
+    },
     /// A stored record of the instance cannot be decoded: the instance is quarantined (every
     /// other instance is served). Retrying does not help; an operator deletes the instance or
     /// restores its record.
@@ -98,8 +158,14 @@ pub enum Error {
         message: String,
     },
     /// The backend could not be reached or answered something unreadable.
-    #[error("transport error: {0}")]
-    Transport(String),
+    #[error("transport error: {message}")]
+    Transport {
+        /// What failed (including the underlying error's text).
+        message: String,
+        /// The underlying error, when there is one.
+        #[source]
+        source: Option<Source>,
+    },
     /// An HTTP server refused the call with an error this crate has no variant for (a status
     /// or machine code other than the protocol's own, e.g. `500 internal_error` or a `429`
     /// from a proxy). [`Error::status`] and [`Error::code`] answer what the server said.
@@ -132,6 +198,45 @@ impl Error {
     /// statuses: `(limit, code, status)`.
     pub const LIMITS: &'static [(&'static str, &'static str, u16)] = &LIMITS;
 
+    /// An [`Error::Store`] with this message and no underlying error.
+    pub fn store(message: impl Into<String>) -> Self {
+        Error::Store {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Store`] caused by `source`: the message says what failed and ends with the
+    /// source's text; the source stays reachable through [`std::error::Error::source`].
+    pub fn store_caused(
+        what: impl fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Store {
+            message: format!("{what}: {source}"),
+            source: Some(Source::new(source)),
+        }
+    }
+
+    /// An [`Error::Transport`] with this message and no underlying error.
+    pub fn transport(message: impl Into<String>) -> Self {
+        Error::Transport {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An [`Error::Transport`] caused by `source` (see [`Error::store_caused`]).
+    pub fn transport_caused(
+        what: impl fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Transport {
+            message: format!("{what}: {source}"),
+            source: Some(Source::new(source)),
+        }
+    }
+
     /// The HTTP status of this error on the wire.
     pub fn status(&self) -> u16 {
         match self {
@@ -144,7 +249,7 @@ impl Error {
             Error::NotFound { .. } => 404,
             Error::LeaseLost { .. } | Error::Conflict { .. } => 409,
             Error::Reserved { .. } => 403,
-            Error::Store(_) | Error::Transport(_) => 503,
+            Error::Store { .. } | Error::Transport { .. } => 503,
             Error::Unreadable { .. } => 500,
             Error::Http { status, .. } => *status,
         }
@@ -163,9 +268,9 @@ impl Error {
             Error::LeaseLost { .. } => "turn_lease_lost",
             Error::Conflict { .. } => "conflict",
             Error::Reserved { code, .. } => code,
-            Error::Store(_) => "store_unavailable",
+            Error::Store { .. } => "store_unavailable",
             Error::Unreadable { .. } => "record_unreadable",
-            Error::Transport(_) => "transport_error",
+            Error::Transport { .. } => "transport_error",
             Error::Http { code, .. } => code,
         }
     }
@@ -174,7 +279,7 @@ impl Error {
     /// an HTTP `429` or `5xx` answer.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Store(_) | Error::Transport(_) => true,
+            Error::Store { .. } | Error::Transport { .. } => true,
             Error::Http { status, .. } => *status == 429 || *status >= 500,
             _ => false,
         }
@@ -235,8 +340,8 @@ impl Error {
             Error::Conflict { message }
             | Error::Reserved { message, .. }
             | Error::Unreadable { message } => json!({"message": message}),
-            Error::Store(message) => json!({"message": message}),
-            Error::Transport(_) | Error::Http { .. } => return None,
+            Error::Store { message, .. } => json!({"message": message}),
+            Error::Transport { .. } | Error::Http { .. } => return None,
         })
     }
 
@@ -299,7 +404,7 @@ impl Error {
                 code: "reserved_workflow_id",
                 message: message_field(),
             }),
-            "store_unavailable" => Some(Error::Store(message_field())),
+            "store_unavailable" => Some(Error::store(message_field())),
             "record_unreadable" => Some(Error::Unreadable {
                 message: message_field(),
             }),
@@ -348,6 +453,27 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_underlying_error_stays_the_source() {
+        let disk = std::io::Error::other("disk full");
+        let e = Error::store_caused("sqlite: commit", disk);
+        assert_eq!(e.to_string(), "store error: sqlite: commit: disk full");
+        let source = std::error::Error::source(&e).expect("a source");
+        let io = source
+            .downcast_ref::<std::io::Error>()
+            .expect("the io::Error itself");
+        assert_eq!(io.kind(), std::io::ErrorKind::Other);
+        // Through the store's error too.
+        let from_store: Error =
+            crate::store::StoreError::caused("sqlite: write", std::io::Error::other("gone")).into();
+        assert!(
+            std::error::Error::source(&from_store).is_some(),
+            "{from_store:?}"
+        );
+        // An error rebuilt from the wire has no source and still equals the same message.
+        assert_eq!(Error::store("disk full"), Error::store("disk full"));
+    }
+
     /// One error of every variant the protocol sends, each limit and reserved code included.
     fn every_protocol_error() -> Vec<Error> {
         let mut all = vec![
@@ -364,7 +490,7 @@ mod tests {
                 reason: "the lease expired".into(),
             },
             Error::conflict("position 4 is not the next step"),
-            Error::Store("disk full".into()),
+            Error::store("disk full"),
             Error::Unreadable {
                 message: "instance `w-1` is quarantined".into(),
             },
@@ -472,7 +598,7 @@ mod tests {
             assert_eq!(e.is_lease_lost(), e.code() == "turn_lease_lost", "{e:?}");
             let refusal = !matches!(
                 e,
-                Error::NotFound { .. } | Error::LeaseLost { .. } | Error::Store(_)
+                Error::NotFound { .. } | Error::LeaseLost { .. } | Error::Store { .. }
             );
             assert_eq!(e.is_refusal(), refusal, "{e:?}");
         }

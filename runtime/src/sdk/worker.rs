@@ -295,7 +295,9 @@ impl Worker {
     /// (Windows), Ctrl-C counts as SIGINT and nothing as SIGTERM.
     pub async fn run(self) -> Result<(), Error> {
         let handler = |listen: fn() -> std::io::Result<signals::Listener>, name: &str| {
-            listen().map_err(|e| Error::Transport(format!("installing the {name} handler: {e}")))
+            listen().map_err(|e| {
+                Error::transport_caused(format_args!("installing the {name} handler"), e)
+            })
         };
         let mut term = handler(signals::Listener::terminate, "SIGTERM")?;
         let mut int = handler(signals::Listener::interrupt, "SIGINT")?;
@@ -303,7 +305,7 @@ impl Worker {
         let (mut terms, mut ints) = (0, 0);
         loop {
             tokio::select! {
-                r = &mut task => return r.unwrap_or_else(|e| Err(Error::Transport(format!("worker task: {e}")))),
+                r = &mut task => return r.unwrap_or_else(|e| Err(Error::transport_caused("worker task", e))),
                 _ = term.recv() => {
                     terms += 1;
                     let next = if terms == 1 { Stop::Draining } else { Stop::Release };
@@ -672,7 +674,7 @@ impl RunningWorker {
     async fn join(self) -> Result<(), Error> {
         self.task
             .await
-            .unwrap_or_else(|e| Err(Error::Transport(format!("worker task: {e}"))))
+            .unwrap_or_else(|e| Err(Error::transport_caused("worker task", e)))
     }
 }
 

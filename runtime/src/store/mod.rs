@@ -30,6 +30,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::protocol::error::Source;
 use crate::protocol::*;
 
 /// One instance: definition, saved state, options and inbox bookkeeping.
@@ -295,8 +296,14 @@ pub enum CommitError {
 pub enum StoreError {
     /// The store could not do what was asked (I/O, a closed store, a full disk). Nothing was
     /// written; the same call may succeed later.
-    #[error("{0}")]
-    Failed(String),
+    #[error("{message}")]
+    Failed {
+        /// What failed (including the underlying error's text).
+        message: String,
+        /// The underlying error (an I/O or SQLite error), when there is one.
+        #[source]
+        source: Option<Source>,
+    },
     /// A stored record of one instance cannot be decoded. The store keeps serving every other
     /// instance and refuses this one (it is *quarantined*) until an operator deletes or restores
     /// it; retrying does not help.
@@ -349,15 +356,33 @@ fn locked_message(path: &std::path::Path, lock: &std::path::Path, pid: Option<u3
 impl StoreError {
     /// A [`StoreError::Failed`] with this message.
     pub fn new(message: impl Into<String>) -> Self {
-        StoreError::Failed(message.into())
+        StoreError::Failed {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A [`StoreError::Failed`] caused by `source`: the message says what failed and ends with
+    /// the source's text; the source stays reachable through [`std::error::Error::source`].
+    pub fn caused(
+        what: impl std::fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError::Failed {
+            message: format!("{what}: {source}"),
+            source: Some(Source::new(source)),
+        }
     }
 }
 
 impl From<StoreError> for crate::Error {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Failed(message) => crate::Error::Store(message),
-            StoreError::Locked { .. } => crate::Error::Store(e.to_string()),
+            StoreError::Failed { message, source } => crate::Error::Store { message, source },
+            StoreError::Locked { .. } => crate::Error::Store {
+                message: e.to_string(),
+                source: Some(Source::new(e)),
+            },
             StoreError::Unreadable { .. } => crate::Error::Unreadable {
                 message: e.to_string(),
             },

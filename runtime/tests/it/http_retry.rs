@@ -350,7 +350,7 @@ async fn claim_fail_heartbeat_and_control_are_sent_once() {
     let http = server.client();
 
     let e = http.claim(claim()).await.unwrap_err();
-    assert_eq!(e, Error::Store("busy".into()));
+    assert_eq!(e, Error::store("busy"));
     assert!(e.is_retryable());
     http.fail(fail()).await.unwrap_err();
     http.heartbeat(lease()).await.unwrap_err();
@@ -623,9 +623,19 @@ async fn transport_failures_are_retried_then_reported() {
         .unwrap();
     let started = Instant::now();
     let e = http.get_instance("w-1").await.unwrap_err();
-    assert!(matches!(e, Error::Transport(_)), "{e:?}");
+    assert!(matches!(e, Error::Transport { .. }), "{e:?}");
     assert!(e.is_retryable());
     assert!(e.to_string().contains("/v1/workflows/instances/get"), "{e}");
+    // The failure underneath is kept as the error's source, not only as text: its chain ends
+    // in the operating system's refusal.
+    let mut cause = std::error::Error::source(&e).expect("the transport failure as a source");
+    while let Some(deeper) = cause.source() {
+        cause = deeper;
+    }
+    assert!(
+        cause.downcast_ref::<std::io::Error>().is_some(),
+        "the chain ends in an io::Error, not {cause:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
@@ -741,7 +751,7 @@ async fn heartbeat_times_out_at_a_third_of_the_lease() {
         .await
         .unwrap_err();
     let took = started.elapsed();
-    assert!(matches!(e, Error::Transport(_)), "{e:?}");
+    assert!(matches!(e, Error::Transport { .. }), "{e:?}");
     assert!(
         took >= Duration::from_millis(90) && took < Duration::from_millis(2500),
         "the heartbeat gave up after {took:?}, not after about 100 ms (the answer takes 3 s)"
@@ -986,7 +996,7 @@ async fn claim_answers_that_are_not_tasks_are_idle() {
         assert!(http.claim(claim()).await.unwrap().task.is_none());
     }
     let e = http.claim(claim()).await.unwrap_err();
-    assert!(matches!(e, Error::Transport(_)), "{e:?}");
+    assert!(matches!(e, Error::Transport { .. }), "{e:?}");
 }
 
 #[tokio::test]

@@ -177,14 +177,14 @@ async fn the_given_ca_is_trusted_in_a_handshake_and_nothing_else_is() {
     // Where this machine has no CA store at all, an `https://` client is refused when built.
     let plain = match Http::builder(&base).max_retries(0).build() {
         Ok(client) => client,
-        Err(Error::Transport(message)) => {
+        Err(Error::Transport { message, .. }) => {
             assert!(message.contains("no trusted CA certificate"), "{message}");
             return;
         }
         Err(other) => panic!("unexpected error building a plain https client: {other:?}"),
     };
     match plain.heartbeat(lease()).await {
-        Err(Error::Transport(message)) => assert!(
+        Err(Error::Transport { message, .. }) => assert!(
             message.to_ascii_lowercase().contains("certificate"),
             "the error should name the certificate: {message}"
         ),

@@ -393,7 +393,7 @@ impl Opened {
                 Ok::<_, StoreError>((locked, conn, schedule, quarantine, health))
             })
             .await
-            .map_err(|e| StoreError::new(format!("sqlite: open task failed: {e}")))??
+            .map_err(|e| StoreError::caused("sqlite: open task failed", e))??
         };
         let (locked, conn, schedule, quarantine, health) = opened;
         Ok(Self {
@@ -447,9 +447,7 @@ impl Opened {
                 let thread = std::thread::Builder::new()
                     .name("turnwise-sqlite-syncer".into())
                     .spawn(move || syncer.run())
-                    .map_err(|e| {
-                        StoreError::new(format!("sqlite: start the syncer thread: {e}"))
-                    })?;
+                    .map_err(|e| StoreError::caused("sqlite: start the syncer thread", e))?;
                 Some((jobs, thread))
             }
             None => None,
@@ -472,7 +470,7 @@ impl Opened {
         let thread = std::thread::Builder::new()
             .name("turnwise-sqlite-writer".into())
             .spawn(move || writer.run())
-            .map_err(|e| StoreError::new(format!("sqlite: start the writer thread: {e}")))?;
+            .map_err(|e| StoreError::caused("sqlite: start the writer thread", e))?;
         Ok(SqliteStore {
             shared: Arc::new(Shared {
                 path,
@@ -551,7 +549,7 @@ impl SqliteStore {
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || shared.with_reader(f))
             .await
-            .map_err(|e| StoreError::new(format!("sqlite: read task failed: {e}")))?
+            .map_err(|e| StoreError::caused("sqlite: read task failed", e))?
     }
 
     /// Like [`SqliteStore::read`], for reads that merge rows of the tables with the dirty
@@ -739,7 +737,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Map a rusqlite error to a [`StoreError`] saying what was being done.
 fn db(what: impl fmt::Display) -> impl FnOnce(rusqlite::Error) -> StoreError {
-    move |e| StoreError::new(format!("sqlite: {what}: {e}"))
+    move |e| StoreError::caused(format_args!("sqlite: {what}"), e)
 }
 
 /// A stored integer from a `u64`; the file keeps signed 64-bit integers.
@@ -762,7 +760,8 @@ fn uint(n: i64, what: &str) -> Result<u64, StoreError> {
 }
 
 fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::new(format!("sqlite: encode {what}: {e}")))
+    serde_json::to_string(value)
+        .map_err(|e| StoreError::caused(format_args!("sqlite: encode {what}"), e))
 }
 
 impl Shared {
