@@ -1,33 +1,13 @@
-//! Turning what came back into an [`Error`]: an error answer's envelope read into the variant
-//! the embedded engine returns, and a failed exchange into [`Error::Transport`] with its chain
-//! of causes.
+//! Turning an error answer into an [`Error`]: its envelope read into the variant the embedded
+//! engine returns. (A failed exchange becomes [`Error::Transport`] in
+//! [`transport`](super::transport).)
 
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::transport::Call;
-use crate::protocol::error::{Error, Source};
+use crate::protocol::error::Error;
 use crate::protocol::Lease;
-
-/// A failed exchange as [`Error::Transport`]: the call, then every cause in the chain; `e`
-/// stays the error's source.
-pub(super) fn transport<E>(call: &Call<'_>, e: E) -> Error
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let mut message = format!("{} {}: {e}", call.method, call.path);
-    let mut source = e.source();
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    Error::Transport {
-        message,
-        source: Some(Source::new(e)),
-    }
-}
 
 /// The error envelope of a non-2xx answer, read in the wire's order of preference.
 #[derive(Debug, Default)]

@@ -54,8 +54,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use self::answers::Answer;
-use self::retry::Retry;
 use self::transport::Call;
+use self::transport::Retry;
 use crate::protocol::backend::Backend;
 use crate::protocol::error::{Error, Result};
 use crate::protocol::*;

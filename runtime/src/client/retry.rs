@@ -6,22 +6,15 @@ use std::hash::{BuildHasher, Hasher, RandomState};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::HeaderValue;
 
 use super::errors::WireError;
-use super::transport::{Call, Reply};
+use super::transport::{Call, Reply, Retry};
 use super::Http;
 use crate::protocol::error::Result;
 
 /// No single retry delay is longer than this, whatever the server asks.
 pub(super) const MAX_DELAY: Duration = Duration::from_secs(60);
-
-/// Whether a route may be sent again after a `429`, a `5xx` or a transport failure.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Retry {
-    Yes,
-    Once,
-}
 
 impl Http {
     /// Send one call, with retries when its route allows them, and answer the success body.
@@ -43,7 +36,10 @@ impl Http {
                     let wire = WireError::parse(status, &body);
                     let may_retry =
                         (status == 429 || status >= 500) && wire.retryable != Some(false);
-                    let asked = retry_after.or(wire.retry_after);
+                    let asked = retry_after
+                        .as_ref()
+                        .and_then(read_retry_after)
+                        .or(wire.retry_after);
                     (wire.into_error(status, call.lease), may_retry, asked)
                 }
                 Err((error, may_retry)) => (error, may_retry, None),
@@ -70,11 +66,11 @@ impl Http {
     }
 }
 
-/// The delay an answer's `Retry-After` header asks for, if it has a readable one.
-pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    headers
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
+/// The delay an answer's `Retry-After` header asks for, if it is readable.
+fn read_retry_after(value: &HeaderValue) -> Option<Duration> {
+    value
+        .to_str()
+        .ok()
         .and_then(|v| parse_retry_after(v, SystemTime::now()))
 }
 
@@ -108,9 +104,13 @@ pub(super) fn jitter(base: Duration, retry: u32) -> Duration {
 mod tests {
     use std::time::UNIX_EPOCH;
 
-    use reqwest::header::HeaderValue;
+    use reqwest::header::{HeaderMap, RETRY_AFTER};
 
     use super::*;
+
+    fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+        headers.get(RETRY_AFTER).and_then(read_retry_after)
+    }
 
     /// 1994-11-06 08:49:37 UTC, the example date of the HTTP specification.
     fn example_date() -> SystemTime {

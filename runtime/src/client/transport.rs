@@ -1,19 +1,26 @@
 //! Sending one request and reading its whole answer: through the client's own connections to
 //! a plain `http://` server ([`pool`](super::pool)), or through reqwest for everything else.
-//! Retrying is not done here but in [`retry`](super::retry).
+//! A failed exchange becomes [`Error::Transport`] here, its cause kept as the source. Retrying
+//! is not done here but in [`retry`](super::retry), which also reads `Retry-After`.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use reqwest::header::{HeaderValue, CONTENT_TYPE};
+use reqwest::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::{Method, Url};
 
-use super::errors::transport;
 use super::pool::Direct;
-use super::retry::{retry_after, Retry};
 use super::Http;
-use crate::protocol::error::{Error, Result};
+use crate::protocol::error::{Error, Result, Source};
 use crate::protocol::Lease;
+
+/// Whether a route may be sent again after a `429`, a `5xx` or a transport failure (the
+/// rules are in `retry.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Retry {
+    Yes,
+    Once,
+}
 
 /// One request, as [`Http::send`] sends it.
 pub(super) struct Call<'a> {
@@ -31,8 +38,8 @@ pub(super) struct Call<'a> {
 /// An answer, from either way of sending.
 pub(super) struct Reply {
     pub(super) status: u16,
-    /// The `Retry-After` header, read.
-    pub(super) retry_after: Option<Duration>,
+    /// The `Retry-After` header as sent (`retry.rs` reads it).
+    pub(super) retry_after: Option<HeaderValue>,
     pub(super) body: Bytes,
 }
 
@@ -79,7 +86,7 @@ impl Http {
             }
             Ok(r) => Ok(Reply {
                 status: r.status,
-                retry_after: retry_after(&r.headers),
+                retry_after: r.headers.get(RETRY_AFTER).cloned(),
                 body: r.body,
             }),
             Err(e) => Err((transport(call, e), true)),
@@ -100,7 +107,7 @@ impl Http {
         match request.send().await {
             Ok(response) => {
                 let status = response.status().as_u16();
-                let retry_after = retry_after(response.headers());
+                let retry_after = response.headers().get(RETRY_AFTER).cloned();
                 match response.bytes().await {
                     Ok(body) => Ok(Reply {
                         status,
@@ -115,5 +122,24 @@ impl Http {
                 Err((transport(call, e), retry))
             }
         }
+    }
+}
+
+/// A failed exchange as [`Error::Transport`]: the call, then every cause in the chain; `e`
+/// stays the error's source.
+pub(super) fn transport<E>(call: &Call<'_>, e: E) -> Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut message = format!("{} {}: {e}", call.method, call.path);
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    Error::Transport {
+        message,
+        source: Some(Source::new(e)),
     }
 }

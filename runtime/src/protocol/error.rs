@@ -37,7 +37,7 @@ impl Source {
         Source(Arc::new(error))
     }
 
-    /// The underlying error, to inspect or [`downcast_ref`](dyn std::error::Error::downcast_ref).
+    /// The underlying error, to inspect or downcast (`downcast_ref::<std::io::Error>()`).
     pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
         &*self.0
     }
