@@ -176,8 +176,8 @@ pub(super) fn check_lease(
     turn: &TurnRecord,
     token: &str,
     now: Millis,
-) -> Result<(), crate::Error> {
-    let lost = |reason: &str| crate::Error::LeaseLost {
+) -> Result<(), crate::protocol::error::Error> {
+    let lost = |reason: &str| crate::protocol::error::Error::LeaseLost {
         workflow_id: workflow_id.to_owned(),
         turn: turn.number,
         reason: reason.to_owned(),

@@ -375,15 +375,17 @@ impl StoreError {
     }
 }
 
-impl From<StoreError> for crate::Error {
+impl From<StoreError> for crate::protocol::error::Error {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Failed { message, source } => crate::Error::Store { message, source },
-            StoreError::Locked { .. } => crate::Error::Store {
+            StoreError::Failed { message, source } => {
+                crate::protocol::error::Error::Store { message, source }
+            }
+            StoreError::Locked { .. } => crate::protocol::error::Error::Store {
                 message: e.to_string(),
                 source: Some(Source::new(e)),
             },
-            StoreError::Unreadable { .. } => crate::Error::Unreadable {
+            StoreError::Unreadable { .. } => crate::protocol::error::Error::Unreadable {
                 message: e.to_string(),
             },
         }
