@@ -16,8 +16,6 @@
 //!
 //! The contract has its own test suite (`runtime/tests/it/store_contract.rs`) that every store runs.
 
-#[cfg(any(feature = "sqlite", feature = "http"))]
-pub(crate) use crate::protocol::json;
 mod memory;
 #[cfg(feature = "sqlite")]
 mod sqlite;

@@ -1293,7 +1293,7 @@ fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result
         })
         .map_err(db(format_args!("read turn {number} of `{id}`")))?;
     let old: Option<TurnRecord> = body
-        .map(|b| crate::store::json::decode(&b))
+        .map(|b| crate::protocol::json::decode(&b))
         .transpose()
         .map_err(|e| StoreError::new(format!("sqlite: decode turn {number} of `{id}`: {e}")))?;
     match old {
