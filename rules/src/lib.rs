@@ -14,6 +14,25 @@
 //!
 //! The protocol itself is described in `docs/protocol.md`; this crate is where its numbers
 //! and names live in code.
+//!
+//! # Example
+//!
+//! ```
+//! use turnwise_rules::{check_identifier, durations, limits, names, IdentifierError, Route};
+//!
+//! // Ids, keys, names, types and versions share one syntax.
+//! assert!(check_identifier("order-42.v2").is_ok());
+//! assert_eq!(check_identifier("two words"), Err(IdentifierError::Character(' ')));
+//!
+//! // Numbers and ranges the engine enforces and the macros check at compile time.
+//! assert_eq!(limits::STEPS_PER_TURN, 64);
+//! assert!(durations::LEASE.check(30_000).is_ok());
+//! assert!(durations::LEASE.check(10).is_err());
+//!
+//! // Names the server keeps for itself, and where each operation lives on the wire.
+//! assert!(names::is_reserved_type("lbb.internal"));
+//! assert_eq!(Route::Claim.path(), "/v1/workflows/turns/claim");
+//! ```
 
 #![forbid(unsafe_code)]
 
