@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::EngineConfig;
+use crate::protocol::error::Error;
 use crate::protocol::*;
 use crate::store::{InstanceRecord, TurnRecord};
 
@@ -176,8 +177,8 @@ pub(super) fn check_lease(
     turn: &TurnRecord,
     token: &str,
     now: Millis,
-) -> Result<(), crate::protocol::error::Error> {
-    let lost = |reason: &str| crate::protocol::error::Error::LeaseLost {
+) -> Result<(), Error> {
+    let lost = |reason: &str| Error::LeaseLost {
         workflow_id: workflow_id.to_owned(),
         turn: turn.number,
         reason: reason.to_owned(),

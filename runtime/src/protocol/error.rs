@@ -36,11 +36,6 @@ impl Source {
     pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
         Source(Arc::new(error))
     }
-
-    /// The underlying error, to inspect or downcast (`downcast_ref::<std::io::Error>()`).
-    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        &*self.0
-    }
 }
 
 impl fmt::Debug for Source {
@@ -55,8 +50,9 @@ impl fmt::Display for Source {
     }
 }
 
-// `Deref` (and no `Error` impl of its own) makes the holder's `source()` the underlying error
-// itself rather than this wrapper.
+/// The underlying error, to inspect or downcast (`source.downcast_ref::<std::io::Error>()`).
+// `Deref` (and no `Error` impl of its own) also makes the holder's `source()` the underlying
+// error itself rather than this wrapper.
 impl std::ops::Deref for Source {
     type Target = dyn std::error::Error + Send + Sync + 'static;
 

@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::protocol::error::Source;
+use crate::protocol::error::{Error, Source};
 use crate::protocol::*;
 
 /// One instance: definition, saved state, options and inbox bookkeeping.
@@ -373,17 +373,15 @@ impl StoreError {
     }
 }
 
-impl From<StoreError> for crate::protocol::error::Error {
+impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Failed { message, source } => {
-                crate::protocol::error::Error::Store { message, source }
-            }
-            StoreError::Locked { .. } => crate::protocol::error::Error::Store {
+            StoreError::Failed { message, source } => Error::Store { message, source },
+            StoreError::Locked { .. } => Error::Store {
                 message: e.to_string(),
                 source: Some(Source::new(e)),
             },
-            StoreError::Unreadable { .. } => crate::protocol::error::Error::Unreadable {
+            StoreError::Unreadable { .. } => Error::Unreadable {
                 message: e.to_string(),
             },
         }
