@@ -5,8 +5,9 @@
 //! whose lease is lost ([`Error::is_lease_lost`] on any turn route, or any heartbeat failure)
 //! stops silently; the server hands it out again. A refusal ([`Error::is_refusal`]: a limit, a
 //! size, a conflict) fails the turn for good with the server's message; any other error fails
-//! the attempt retryably. Never by HTTP status. Stopping drains held turns for `drain` (default 30 s), then
-//! releases the rest with a `retry_at_ms` one second ahead, so another worker picks them up.
+//! the attempt retryably. Never by HTTP status. Stopping drains held turns for `drain` (default
+//! 30 s), then releases the rest with a `retry_at_ms` one second ahead, so another worker picks
+//! them up. A claim still waiting for a turn is abandoned at once.
 
 use std::collections::HashMap;
 use std::future::Future;
