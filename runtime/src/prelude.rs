@@ -4,7 +4,7 @@ pub use crate::engine::Engine;
 pub use crate::protocol::backend::Backend;
 pub use crate::protocol::{OnExhausted, OperationKind};
 pub use crate::sdk::context::{Resumable, StepCtx, StepOptions, Turn};
-pub use crate::sdk::handle::{Handle, WorkflowExt};
+pub use crate::sdk::handle::{CallError, Handle, WorkflowExt};
 pub use crate::sdk::worker::Worker;
 pub use crate::sdk::workflow::{
     Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,

@@ -161,8 +161,37 @@ async fn history(
     Ok(Json(engine.history(q).await?))
 }
 
-async fn turn(Ns(engine): Ns, Query(q): Query<TurnQuery>) -> ApiResult<Json<WorkflowTurn>> {
-    Ok(Json(engine.turn(q).await?))
+/// The query of the turn route: LBB's `id` and `turn`, and the turnwise extension `wait_ms`.
+#[derive(Deserialize)]
+struct TurnRead {
+    id: String,
+    turn: u64,
+    /// Answer once the turn has an outcome (`completed`, `failed`, `cancelled`), waiting up to
+    /// this long (at most the claim wait) for one.
+    #[serde(default)]
+    wait_ms: Option<u64>,
+}
+
+async fn turn(
+    State(state): State<AppState>,
+    Ns(engine): Ns,
+    Query(q): Query<TurnRead>,
+) -> ApiResult<Json<WorkflowTurn>> {
+    let query = TurnQuery {
+        id: q.id,
+        turn: q.turn,
+    };
+    let wait = Duration::from_millis(q.wait_ms.unwrap_or(0));
+    if wait.is_zero() {
+        return Ok(Json(engine.turn(query).await?));
+    }
+    // A server shutting down answers a waiting read at once with the turn as it is.
+    let shutdown = &state.options.shutdown;
+    let read = query.clone();
+    tokio::select! {
+        answer = engine.await_turn(query, wait) => Ok(Json(answer?)),
+        () = shutdown.wait() => Ok(Json(engine.turn(read).await?)),
+    }
 }
 
 // ---- turns --------------------------------------------------------------------------------

@@ -604,6 +604,35 @@ impl Backend for Http {
         self.get(P_TURN, q).await
     }
 
+    /// `GET /v1/workflows/instances/turn?id=&turn=&wait_ms=` (the turnwise extension: the
+    /// server answers once the turn has an outcome or the wait runs out), retried, with a
+    /// request timeout of at least the wait plus 10 s. A server without the extension answers
+    /// at once, and the caller reads again.
+    async fn await_turn(&self, query: TurnQuery, wait: Duration) -> Result<WorkflowTurn> {
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        let q = vec![
+            ("id", query.id),
+            ("turn", query.turn.to_string()),
+            ("wait_ms", wait_ms.to_string()),
+        ];
+        let answer = self
+            .send(Call {
+                method: Method::GET,
+                path: P_TURN,
+                query: q,
+                body: None,
+                retry: Retry::Yes,
+                timeout: self.config.timeout.max(wait + CLAIM_MARGIN),
+                lease: None,
+            })
+            .await?;
+        Answer {
+            path: P_TURN,
+            body: answer,
+        }
+        .decode()
+    }
+
     /// `POST /v1/workflows/instances/control`, sent once.
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
         self.post(P_CONTROL, &req, Retry::Once, None)

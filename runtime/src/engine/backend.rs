@@ -362,6 +362,25 @@ impl Backend for Engine {
         Ok(rules::turn_view(&inst, &turn))
     }
 
+    async fn await_turn(&self, q: TurnQuery, wait: Duration) -> Result<WorkflowTurn> {
+        let give_up = tokio::time::Instant::now() + wait.min(self.inner.config.max_claim_wait);
+        let waiter = self.inner.outcomes.watch(&self.ns, &q.id);
+        loop {
+            // Armed before the read, so a commit between the read and the wait still wakes it.
+            let settled = waiter.notify().notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            let turn = self.turn(q.clone()).await?;
+            if turn.status.is_outcome() || tokio::time::Instant::now() >= give_up {
+                return Ok(turn);
+            }
+            tokio::select! {
+                () = settled => {}
+                () = tokio::time::sleep_until(give_up) => {}
+            }
+        }
+    }
+
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
         validate::identifier("workflow_id", &req.workflow_id)?;
         let number = control_turn_number(&req)?;
@@ -412,6 +431,7 @@ impl Backend for Engine {
                         .delete_unreadable(&self.ns, &req.workflow_id)
                         .await?;
                     self.notify();
+                    self.inner.outcomes.settled(&self.ns, &req.workflow_id);
                     return Ok(DeleteResponse { deleted });
                 }
                 loaded => loaded?,
@@ -431,6 +451,7 @@ impl Backend for Engine {
             match self.inner.store.commit(write).await {
                 Ok(()) => {
                     self.notify();
+                    self.inner.outcomes.settled(&self.ns, &req.workflow_id);
                     return Ok(DeleteResponse { deleted: true });
                 }
                 Err(CommitError::Conflict) => continue,

@@ -11,6 +11,7 @@
 
 mod backend;
 mod claim;
+mod outcomes;
 mod rules;
 mod turns;
 mod writes;
@@ -113,7 +114,7 @@ pub struct EngineConfig {
     pub default_lease_ms: u64,
     /// Attempts per turn when a create request names none. Default 3.
     pub default_max_attempts: u32,
-    /// The longest a claim may wait. Default 10 s.
+    /// The longest a claim, or a read awaiting a turn's outcome, may wait. Default 10 s.
     pub max_claim_wait: Duration,
     /// First retry delay after a failed attempt; it doubles per attempt. Default 1 s.
     pub backoff_base: Duration,
@@ -141,6 +142,8 @@ struct Inner {
     config: EngineConfig,
     /// Bumped after every commit that may make a turn claimable.
     wake: watch::Sender<u64>,
+    /// Who waits for a turn's outcome.
+    outcomes: outcomes::Outcomes,
 }
 
 /// The message-workflow engine, in-process. Cheap to clone; clones share the store.
@@ -170,6 +173,7 @@ impl Engine {
             clock,
             config,
             wake: watch::Sender::new(0),
+            outcomes: outcomes::Outcomes::default(),
         };
         Self {
             inner: Arc::new(inner),
@@ -299,6 +303,7 @@ impl Engine {
         inst.revision = read_rev.map_or(1, |r| r + 1);
         inst.updated_at_ms = now;
         let finished = turns.iter().any(TurnRecord::is_finished);
+        let settled = turns.iter().any(|t| t.status.is_outcome());
         let policy = self.inner.config.retention;
         let retention =
             (finished && policy.keep_turns > 0 && !policy.keep_for.is_zero()).then(|| Retention {
@@ -317,6 +322,9 @@ impl Engine {
         match self.inner.store.commit(write).await {
             Ok(()) => {
                 self.notify();
+                if settled {
+                    self.inner.outcomes.settled(&self.ns, &inst.id);
+                }
                 Ok(Committed::Done)
             }
             Err(CommitError::Conflict) => Ok(Committed::Conflict),

@@ -36,6 +36,19 @@ pub trait Backend: Send + Sync {
     async fn history(&self, query: HistoryQuery) -> Result<HistoryResponse>;
     /// Read one turn, pending or kept in history.
     async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn>;
+    /// Read one turn once it has an outcome (`completed`, `failed` or `cancelled`), waiting up
+    /// to `wait` for one; when the wait runs out, the turn as it is then. A turnwise extension
+    /// of the protocol: the embedded engine is woken by the commit that settles the turn, the
+    /// `Http` backend long-polls the turn route with `wait_ms`. The default reads the turn at
+    /// once without waiting (a backend that cannot wait), so callers loop until an outcome.
+    async fn await_turn(
+        &self,
+        query: TurnQuery,
+        wait: std::time::Duration,
+    ) -> Result<WorkflowTurn> {
+        let _ = wait;
+        self.turn(query).await
+    }
     /// Apply an operator action.
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance>;
     /// Delete an instance with its inbox and history.
@@ -96,6 +109,13 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn> {
         (**self).turn(query).await
+    }
+    async fn await_turn(
+        &self,
+        query: TurnQuery,
+        wait: std::time::Duration,
+    ) -> Result<WorkflowTurn> {
+        (**self).await_turn(query, wait).await
     }
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
         (**self).control(req).await

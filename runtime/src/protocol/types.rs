@@ -98,6 +98,14 @@ wire_enum! {
     }
 }
 
+impl TurnStatus {
+    /// Whether the turn has an outcome a caller waits for: `completed`, `failed` (for good)
+    /// or `cancelled`. A failed turn may still be retried by an operator.
+    pub fn is_outcome(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
 wire_enum! {
     /// The summary status of an instance.
     InstanceStatus (unknown) {

@@ -2,6 +2,7 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::protocol::backend::Backend;
 use crate::protocol::error::{Error, Result};
@@ -14,6 +15,67 @@ fn codec_error(e: codec::CodecError) -> Error {
         param: "value".into(),
         message: e.to_string(),
     }
+}
+
+/// How long one read of [`Handle::result`] waits on the backend before it reads again.
+const AWAIT_SLICE: Duration = Duration::from_secs(10);
+
+/// An answer without an outcome this fast means the backend answered at once instead of
+/// waiting (a server without the `wait_ms` extension): read again after a pause.
+const EARLY: Duration = Duration::from_millis(100);
+
+/// The pauses between reads of a backend that cannot wait: from the first to the last,
+/// doubling.
+const POLL_FIRST: Duration = Duration::from_millis(10);
+const POLL_LAST: Duration = Duration::from_secs(1);
+
+/// Why [`Handle::call`] or [`Handle::result`] has no reply to give.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The backend refused or failed a call (the message was refused, the instance or turn
+    /// does not exist, the server could not be reached). [`Error`] says which.
+    #[error(transparent)]
+    Backend(#[from] Error),
+    /// The turn failed for good: it ran out of attempts or its handler gave up. An operator
+    /// may still retry it ([`Handle::retry`]) or skip it.
+    #[error("turn {turn} of `{workflow_id}` failed: {error}")]
+    Failed {
+        /// The instance.
+        workflow_id: String,
+        /// The turn.
+        turn: u64,
+        /// The last attempt's error.
+        error: String,
+    },
+    /// An operator cancelled the turn; the state is unchanged.
+    #[error("turn {turn} of `{workflow_id}` was cancelled")]
+    Cancelled {
+        /// The instance.
+        workflow_id: String,
+        /// The turn.
+        turn: u64,
+    },
+    /// The turn completed without a reply (it ended with no `reply`, for example when it
+    /// continued), and `null` is not a value of the reply type.
+    #[error("turn {turn} of `{workflow_id}` completed without a reply")]
+    NoReply {
+        /// The instance.
+        workflow_id: String,
+        /// The turn.
+        turn: u64,
+    },
+    /// The saved reply does not decode as the workflow's reply type (the instance runs
+    /// another version of the workflow, or the reply was written by other code).
+    #[error("the reply of turn {turn} of `{workflow_id}` does not decode: {message}")]
+    Decode {
+        /// The instance.
+        workflow_id: String,
+        /// The turn.
+        turn: u64,
+        /// What the codec said.
+        message: String,
+    },
 }
 
 /// Start and address instances of a workflow. Implemented for every [`Workflow`].
@@ -179,6 +241,86 @@ impl<W: Workflow> Handle<W> {
             // A turn that ended without a reply (e.g. one that continued) records `null`.
             Err(_) if t.result.is_null() => Ok(None),
             Err(e) => Err(codec_error(e)),
+        }
+    }
+
+    /// Admit a message under `message_id` and wait for its turn's reply: [`send`](Self::send)
+    /// then [`result`](Self::result). A repeat with the same `message_id` (after a lost
+    /// answer, say) waits for the same turn instead of admitting the message again.
+    ///
+    /// ```
+    /// # use turnwise::prelude::*;
+    /// # #[workflow(name = "doubler", version = "v1")]
+    /// # async fn doubler(_ctx: &mut Turn, state: u64, n: u64) -> Result<Done<u64, u64>, TurnError> {
+    /// #     Ok(Done::new(state + 1).reply(n * 2))
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let engine = turnwise::Engine::in_memory();
+    /// let worker = Worker::new(engine.clone()).register(doubler).run_async();
+    /// let handle = doubler.start(&engine, "doubler-1").await?;
+    /// assert_eq!(handle.call(21, "request-1").await?, 42);
+    /// worker.stop().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// It waits as long as the turn takes (retries included); bound it with
+    /// `tokio::time::timeout` where a caller cannot wait. Dropping the future stops waiting
+    /// and leaves the turn to run.
+    pub async fn call(
+        &self,
+        message: W::Message,
+        message_id: impl Into<String>,
+    ) -> Result<W::Reply, CallError> {
+        let turn = self.send(message, message_id).await?;
+        self.result(turn.number).await
+    }
+
+    /// Wait for turn `turn` to have an outcome and answer its reply. Nothing is polled where
+    /// the backend can wait: the embedded engine wakes the caller with the commit that settles
+    /// the turn, and the `Http` backend long-polls the turn route (a turnwise extension; a
+    /// server without it is read again after growing pauses, 10 ms to 1 s).
+    pub async fn result(&self, turn: u64) -> Result<W::Reply, CallError> {
+        let mut pause = POLL_FIRST;
+        loop {
+            let asked = tokio::time::Instant::now();
+            let query = TurnQuery {
+                id: self.id.clone(),
+                turn,
+            };
+            let t = self.backend.await_turn(query, AWAIT_SLICE).await?;
+            if t.status.is_outcome() {
+                return self.outcome(t);
+            }
+            if asked.elapsed() < EARLY {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(POLL_LAST);
+            }
+        }
+    }
+
+    /// The reply of a turn with an outcome, or why there is none.
+    fn outcome(&self, t: WorkflowTurn) -> Result<W::Reply, CallError> {
+        let (workflow_id, turn) = (t.workflow_id, t.number);
+        match t.status {
+            TurnStatus::Completed => {
+                match codec::decode(&W::Codec::default(), "reply", &t.result) {
+                    Ok(reply) => Ok(reply),
+                    Err(_) if t.result.is_null() => Err(CallError::NoReply { workflow_id, turn }),
+                    Err(e) => Err(CallError::Decode {
+                        workflow_id,
+                        turn,
+                        message: e.to_string(),
+                    }),
+                }
+            }
+            TurnStatus::Cancelled => Err(CallError::Cancelled { workflow_id, turn }),
+            _ => Err(CallError::Failed {
+                workflow_id,
+                turn,
+                error: t.error.unwrap_or_else(|| "no error was recorded".into()),
+            }),
         }
     }
 
