@@ -29,6 +29,7 @@ use turnwise::store::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
 use turnwise::{Backend, Engine, EngineConfig, Error, Http};
 use turnwise_server::{router, serve, ServerOptions, Shutdown};
 
+use crate::alloc_count::{self, Allocations};
 use crate::stats::{mib, rss_bytes, Summary};
 
 /// Steps per turn.
@@ -97,7 +98,7 @@ impl From<SqliteStats> for Counters {
 }
 
 impl Counters {
-    fn since(self, before: Counters) -> Counters {
+    pub(crate) fn since(self, before: Counters) -> Counters {
         Counters {
             batches: self.batches - before.batches,
             durable_batches: self.durable_batches - before.durable_batches,
@@ -111,9 +112,9 @@ impl Counters {
 /// An engine for one phase, with a handle on its SQLite store for the counters, and the
 /// backend the workers call (the engine itself, or an `Http` client of a server over it).
 pub struct Setup {
-    engine: Engine,
+    pub(crate) engine: Engine,
     sqlite: Option<SqliteStore>,
-    backend: Arc<dyn Backend>,
+    pub(crate) backend: Arc<dyn Backend>,
     /// Stops the loopback server (HTTP only) when the phase ends.
     server: Option<Shutdown>,
 }
@@ -156,7 +157,7 @@ impl Setup {
         })
     }
 
-    fn counters(&self) -> Option<Counters> {
+    pub(crate) fn counters(&self) -> Option<Counters> {
         self.sqlite.as_ref().map(|s| s.stats().into())
     }
 }
@@ -237,6 +238,8 @@ pub struct LevelResult {
     /// Less sensitive to a noisy host than wall-clock rates, so it is the figure to compare
     /// when judging a change to the write path.
     pub writer_cpu: Option<Duration>,
+    /// Allocations over the measured turns, when they were counted.
+    pub allocations: Option<Allocations>,
 }
 
 /// Total CPU time so far of this process's threads named like the SQLite store's writer
@@ -273,6 +276,7 @@ pub async fn run_level(
     concurrency: usize,
     turns: u64,
     probe: Option<Arc<RssProbe>>,
+    count_allocations: bool,
 ) -> Result<LevelResult, Error> {
     let setup = Setup::open(kind, path, transport).await?;
     let engine = setup.engine.clone();
@@ -335,6 +339,9 @@ pub async fn run_level(
     warmed.wait().await;
     let before = setup.counters();
     let cpu_before = writer_cpu();
+    if count_allocations {
+        alloc_count::start();
+    }
     let started = Instant::now();
     go.wait().await;
     let mut samples = Vec::with_capacity(turns as usize);
@@ -347,6 +354,7 @@ pub async fn run_level(
         }
     }
     let elapsed = started.elapsed();
+    let allocations = count_allocations.then(alloc_count::stop);
     let writer_cpu = writer_cpu()
         .zip(cpu_before)
         .map(|(after, before)| after.saturating_sub(before));
@@ -361,6 +369,7 @@ pub async fn run_level(
         latency: Summary::of(&mut samples),
         store,
         writer_cpu,
+        allocations,
     })
 }
 

@@ -18,10 +18,21 @@
 //!    flat;
 //! 5. with `--http`, the same workload at each concurrency over the `Http` backend, talking to
 //!    the turnwise server's router on loopback in this process, over the same kind of store,
-//!    printed beside the embedded figures.
+//!    printed beside the embedded figures;
+//! 6. the SDK path (unless `--no-sdk`): a `#[workflow]` with three `#[step]`s, `c` clients each
+//!    calling its own instance through a typed handle and awaiting the reply, one `Worker` with
+//!    `c` slots on the one workflow type; and the same with `--queued N` messages per instance
+//!    admitted before the worker starts, see [`sdk_load`]; embedded, and over HTTP with
+//!    `--http`, with its ratios to the raw path of the same run;
+//! 7. allocations per turn, raw and SDK, counted over `--alloc-turns N` turns at c=16 by a
+//!    counting wrapper around the global allocator (off during the throughput phases).
+//!
+//! The binary runs on the system allocator unless built with `--features jemalloc`.
 
+mod alloc_count;
 mod engine_load;
 mod raw;
+mod sdk_load;
 mod stats;
 
 use std::path::{Path, PathBuf};
@@ -30,19 +41,28 @@ use std::sync::Arc;
 
 use engine_load::{LevelResult, RssProbe, StoreKind, Transport, STEPS};
 use raw::RawResult;
+use sdk_load::SdkResult;
 use stats::{count, mib, ms, rate};
 
-/// The allocator of the `turnwise` server binary, so that the bench measures what a deployment
-/// runs (off with `--no-default-features`; the report names the allocator in use).
+/// The system allocator, as an application gets unless it picks another, with allocations
+/// counted on demand.
+#[cfg(not(all(feature = "jemalloc", not(target_env = "msvc"))))]
+#[global_allocator]
+static ALLOCATOR: alloc_count::Counting<std::alloc::System> =
+    alloc_count::Counting(std::alloc::System);
+
+/// jemalloc, the `turnwise` server binary's allocator (`--features jemalloc`), with
+/// allocations counted on demand.
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: alloc_count::Counting<tikv_jemallocator::Jemalloc> =
+    alloc_count::Counting(tikv_jemallocator::Jemalloc);
 
 /// The allocator this build uses, for the report's header.
 const ALLOCATOR_NAME: &str = if cfg!(all(feature = "jemalloc", not(target_env = "msvc"))) {
-    "jemalloc"
+    "jemalloc (--features jemalloc)"
 } else {
-    "the platform's malloc"
+    "the system allocator (glibc malloc on Linux)"
 };
 
 /// The targets the ratios are held against.
@@ -55,6 +75,16 @@ mod targets {
     pub const STEPS_PER_SEC: f64 = 15_000.0;
     /// RSS growth from after warm-up to the end of the memory check: at most this factor.
     pub const RSS_GROWTH: f64 = 1.10;
+    /// SDK steps/s at c=64 over the raw path's steps/s in the same run: at least this.
+    pub const SDK_OVER_RAW: f64 = 0.7;
+    /// SDK p50 call at c=1 over the raw p50 turn: at most this.
+    pub const SDK_CALL_OVER_TURN: f64 = 1.3;
+    /// Queued-first steps/s over call-and-await steps/s at the same c: at least this.
+    pub const QUEUED_OVER_CALL: f64 = 0.9;
+    /// Restate 1.7.12 with its Rust SDK, same shape, c=64, on this machine kind (steps/s).
+    pub const RESTATE_STEPS_PER_SEC: f64 = 2_180.0;
+    /// SDK steps/s at c=64 over Restate's: at least this.
+    pub const OVER_RESTATE: f64 = 6.0;
 }
 
 /// turnwise-bench: the embedded engine's durable throughput and latency next to raw SQLite.
@@ -89,6 +119,16 @@ struct Args {
     /// server on 127.0.0.1 in this process.
     #[arg(long)]
     http: bool,
+    /// Skip the SDK path (phases 6 and 7).
+    #[arg(long)]
+    no_sdk: bool,
+    /// Messages admitted to each instance before the worker starts, in the SDK path's
+    /// queued-first variant.
+    #[arg(long, value_name = "N", default_value = "100", value_parser = positive)]
+    queued: u64,
+    /// Turns at c=16 over which allocations are counted, per path.
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = positive)]
+    alloc_turns: u64,
 }
 
 /// A whole number above zero.
@@ -208,6 +248,7 @@ fn run(args: &Args) -> Result<(), BoxError> {
     println!();
     print_ratios(raw.as_ref(), &levels);
 
+    let mut over_http = None;
     if args.http {
         println!();
         println!(
@@ -219,11 +260,23 @@ fn run(args: &Args) -> Result<(), BoxError> {
              the server's router, in this process and on this runtime."
         );
         println!();
-        let over_http = run_levels(&runtime, args, &dir.0, Transport::Http)?;
+        let http_levels = run_levels(&runtime, args, &dir.0, Transport::Http)?;
         println!();
         println!("HTTP beside embedded:");
         println!();
-        print_beside(&levels, &over_http);
+        print_beside(&levels, &http_levels);
+        over_http = Some(http_levels);
+    }
+
+    if !args.no_sdk {
+        run_sdk(
+            &runtime,
+            args,
+            &dir.0,
+            store_name,
+            &levels,
+            over_http.as_deref(),
+        )?;
     }
 
     if let Some(n) = args.memory_check {
@@ -242,6 +295,7 @@ fn run(args: &Args) -> Result<(), BoxError> {
             16,
             n,
             Some(probe.clone()),
+            false,
         ))?;
         let samples = probe.samples();
         println!();
@@ -292,7 +346,7 @@ fn run_levels(
         };
         let path = dir.join(name);
         let r = runtime.block_on(engine_load::run_level(
-            args.store, transport, &path, c, args.turns, None,
+            args.store, transport, &path, c, args.turns, None, false,
         ))?;
         let per_turn = |n: u64| format!("{:.2}", n as f64 / r.turns.max(1) as f64);
         let (durable, syncs, sets, journaled, batches) = match r.store {
@@ -359,6 +413,176 @@ fn print_beside(embedded: &[LevelResult], http: &[LevelResult]) {
             ms(h.latency.p50),
             ms(e.latency.p99),
             ms(h.latency.p99)
+        );
+    }
+}
+
+/// Phases 6 and 7: the SDK path per transport beside the raw path of this run, its targets,
+/// and allocations per turn.
+fn run_sdk(
+    runtime: &tokio::runtime::Runtime,
+    args: &Args,
+    dir: &Path,
+    store_name: &str,
+    raw_embedded: &[LevelResult],
+    raw_http: Option<&[LevelResult]>,
+) -> Result<(), BoxError> {
+    let mut transports = vec![(Transport::Embedded, raw_embedded)];
+    if let Some(h) = raw_http {
+        transports.push((Transport::Http, h));
+    }
+    for (transport, raw) in &transports {
+        let (label, tag) = match transport {
+            Transport::Embedded => ("embedded", "sdk"),
+            Transport::Http => ("over HTTP", "sdk-http"),
+        };
+        println!();
+        println!("## 6. The SDK path, {label}, over {store_name}");
+        println!();
+        println!(
+            "`#[workflow]` `checkout` with {STEPS} `#[step]`s; c clients each `Handle::call` on \
+             its own instance (admit, then await the reply); one `Worker` with c slots on the one \
+             type. Queued first: {} messages per instance admitted, then the worker starts; \
+             timed until every reply is observed.",
+            args.queued
+        );
+        println!();
+        println!("|  c | calls | steps/s | p50 call | p99 call | raw steps/s | SDK/raw | raw p50 turn | p50 call/raw turn | write sets/turn SDK | raw | queued turns | queued steps/s | queued/call |");
+        println!("|---:|------:|--------:|---------:|---------:|------------:|--------:|-------------:|------------------:|----:|----:|-------------:|---------------:|------------:|");
+        let mut results = Vec::new();
+        for &c in &args.concurrency {
+            let call = runtime.block_on(sdk_load::call_level(
+                args.store,
+                *transport,
+                &dir.join(format!("{tag}-call-c{c}.db")),
+                c,
+                args.turns,
+                false,
+            ))?;
+            let queued = runtime.block_on(sdk_load::queued_level(
+                args.store,
+                *transport,
+                &dir.join(format!("{tag}-queued-c{c}.db")),
+                c,
+                args.queued,
+            ))?;
+            let steps = rate(call.turns * STEPS, call.elapsed);
+            let queued_steps = rate(queued.turns * STEPS, queued.elapsed);
+            let raw_level = raw.iter().find(|l| l.concurrency == c);
+            let raw_steps = raw_level.map(|l| rate(l.turns * STEPS, l.elapsed));
+            let lat = call.latency.unwrap_or_default();
+            println!(
+                "| {:>2} | {:>5} | {:>7} | {:>8} | {:>8} | {:>11} | {:>7} | {:>12} | {:>17} | {} | {} | {:>12} | {:>14} | {:>11} |",
+                c,
+                call.turns,
+                count(steps),
+                ms(lat.p50),
+                ms(lat.p99),
+                raw_steps.map_or("n/a".into(), count),
+                raw_steps.map_or("n/a".into(), |r| format!("{:.2}", steps / r)),
+                raw_level.map_or("n/a".into(), |l| ms(l.latency.p50)),
+                raw_level.map_or("n/a".into(), |l| format!(
+                    "{:.2}",
+                    lat.p50.as_secs_f64() / l.latency.p50.as_secs_f64()
+                )),
+                call.store.map_or("n/a".into(), |s| format!("{:.2}", s.write_sets as f64 / call.turns.max(1) as f64)),
+                raw_level.and_then(|l| l.store).map_or("n/a".into(), |s| format!("{:.2}", s.write_sets as f64 / args.turns.max(1) as f64)),
+                queued.turns,
+                count(queued_steps),
+                format!("{:.2}", queued_steps / steps),
+            );
+            results.push((call, queued));
+        }
+        println!();
+        print_sdk_targets(raw, &results);
+    }
+
+    println!();
+    println!(
+        "## 7. Allocations per turn, c=16, {} turns per path, embedded over {store_name}",
+        args.alloc_turns
+    );
+    println!();
+    println!(
+        "Every allocation of the process while the measured turns run (clients, worker, \
+         engine, store), counted by a wrapper around the global allocator."
+    );
+    println!();
+    println!("| path | turns | allocations/turn | bytes allocated/turn | bytes/step |");
+    println!("|---|---:|---:|---:|---:|");
+    let raw = runtime.block_on(engine_load::run_level(
+        args.store,
+        Transport::Embedded,
+        &dir.join("alloc-raw.db"),
+        16,
+        args.alloc_turns,
+        None,
+        true,
+    ))?;
+    let sdk = runtime.block_on(sdk_load::call_level(
+        args.store,
+        Transport::Embedded,
+        &dir.join("alloc-sdk.db"),
+        16,
+        args.alloc_turns,
+        true,
+    ))?;
+    for (name, turns, a) in [
+        ("raw protocol", raw.turns, raw.allocations),
+        ("SDK (`Handle::call`, `Worker`)", sdk.turns, sdk.allocations),
+    ] {
+        let a = a.unwrap_or_default();
+        let per = |n: u64| n as f64 / turns.max(1) as f64;
+        println!(
+            "| {name} | {turns} | {:.0} | {:.0} | {:.0} |",
+            per(a.count),
+            per(a.bytes),
+            per(a.bytes) / STEPS as f64
+        );
+    }
+    Ok(())
+}
+
+/// The SDK path's targets against the raw path of the same run.
+fn print_sdk_targets(raw: &[LevelResult], results: &[(SdkResult, SdkResult)]) {
+    let steps = |r: &SdkResult| rate(r.turns * STEPS, r.elapsed);
+    println!("| measure | value | target | verdict |");
+    println!("|---|---:|---:|---|");
+    let top = results.iter().max_by_key(|(c, _)| c.concurrency);
+    if let Some((call, queued)) = top {
+        let c = call.concurrency;
+        if let Some(r) = raw.iter().find(|l| l.concurrency == c) {
+            let ratio = steps(call) / rate(r.turns * STEPS, r.elapsed);
+            println!(
+                "| SDK steps/s / raw steps/s, c={c} | {ratio:.2} | ≥ {} | {} |",
+                targets::SDK_OVER_RAW,
+                verdict(ratio >= targets::SDK_OVER_RAW)
+            );
+        }
+        let ratio = steps(queued) / steps(call);
+        println!(
+            "| queued-first steps/s / call-and-await steps/s, c={c} | {ratio:.2} | ≥ {} | {} |",
+            targets::QUEUED_OVER_CALL,
+            verdict(ratio >= targets::QUEUED_OVER_CALL)
+        );
+        let over = steps(call) / targets::RESTATE_STEPS_PER_SEC;
+        println!(
+            "| SDK steps/s c={c} / Restate's {} (c=64, recorded) | {over:.1} | ≥ {} | {} |",
+            count(targets::RESTATE_STEPS_PER_SEC),
+            targets::OVER_RESTATE,
+            verdict(over >= targets::OVER_RESTATE)
+        );
+    }
+    let one = results.iter().find(|(c, _)| c.concurrency == 1);
+    if let (Some((call, _)), Some(r)) = (one, raw.iter().find(|l| l.concurrency == 1)) {
+        let p50 = call.latency.unwrap_or_default().p50;
+        let ratio = p50.as_secs_f64() / r.latency.p50.as_secs_f64();
+        println!(
+            "| p50 call c=1 / raw p50 turn = {} / {} | {ratio:.2} | ≤ {} | {} |",
+            ms(p50),
+            ms(r.latency.p50),
+            targets::SDK_CALL_OVER_TURN,
+            verdict(ratio <= targets::SDK_CALL_OVER_TURN)
         );
     }
 }
