@@ -4,7 +4,7 @@
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
 //! [`control`], [`limits`], [`nesting`], [`retention`], [`idempotence`], [`reads`],
-//! [`validation`]). A case
+//! [`outcomes`], [`validation`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
 //! After every refusal it re-reads the instance to prove nothing was written.
@@ -20,7 +20,7 @@
 //! The macro expands to one `#[tokio::test]` per case, so the calling crate needs `tokio`
 //! (with `macros` and `rt-multi-thread`) as a dependency. The closure receives the
 //! [`EngineConfig`](turnwise::EngineConfig) the case needs (every case uses the default except
-//! the retention cases) and builds a fresh fixture from it.
+//! the retention cases and [`outcomes::wait_is_capped`]) and builds a fresh fixture from it.
 //!
 //! The rules checked are those of `notes/semantics.md` (the engine's exact behaviour) and the
 //! wire reference.
@@ -37,6 +37,7 @@ pub mod idempotence;
 pub mod leases;
 pub mod limits;
 pub mod nesting;
+pub mod outcomes;
 pub mod reads;
 pub mod retention;
 pub mod signals;
@@ -184,6 +185,18 @@ macro_rules! conformance_tests {
                 history_paging,
                 single_turn,
                 not_found,
+            }
+            outcomes {
+                settled_turn_answers_at_once,
+                woken_by_complete,
+                woken_by_failure,
+                woken_by_cancel,
+                woken_by_settled_lease_expiry,
+                wait_runs_out,
+                other_instances_do_not_wake,
+                delete_wakes_with_not_found,
+                unknown_turn_not_found,
+                wait_is_capped = $crate::outcomes::capped_config(),
             }
             validation {
                 invalid_identifiers,

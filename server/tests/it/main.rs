@@ -6,6 +6,7 @@
 mod common;
 
 mod accepted_values;
+mod http_await_turn;
 mod http_bad_input;
 mod http_connections;
 mod http_shapes;
