@@ -120,8 +120,11 @@ struct Args {
     #[arg(long)]
     http: bool,
     /// Skip the SDK path (phases 6 and 7).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sdk_only")]
     no_sdk: bool,
+    /// Run only the SDK path (phase 6, no ratios to the raw path): for profiling it alone.
+    #[arg(long)]
+    sdk_only: bool,
     /// Messages admitted to each instance before the worker starts, in the SDK path's
     /// queued-first variant.
     #[arg(long, value_name = "N", default_value = "100", value_parser = positive)]
@@ -213,6 +216,9 @@ fn run(args: &Args) -> Result<(), BoxError> {
         );
     }
 
+    if args.sdk_only {
+        return run_sdk(&runtime, args, &dir.0, store_name, &[], None);
+    }
     let raw = if args.store.is_sqlite() {
         println!();
         println!(
@@ -699,8 +705,13 @@ mod tests {
             "--store",
             "memory",
             "--http",
+            "--queued",
+            "7",
+            "--alloc-turns",
+            "9",
         ])
         .unwrap();
+        assert_eq!((a.queued, a.alloc_turns), (7, 9));
         assert!(a.http);
         assert_eq!(a.turns, 10);
         assert_eq!(a.concurrency, vec![2, 4]);
@@ -717,6 +728,10 @@ mod tests {
             "--memory-check",
             "--store",
             "--http",
+            "--no-sdk",
+            "--sdk-only",
+            "--queued",
+            "--alloc-turns",
         ] {
             assert!(help.contains(flag), "{flag} missing from the help: {help}");
         }
@@ -728,5 +743,7 @@ mod tests {
         let a = parse(&["--store", "sqlite-sync-in-commit"]).unwrap();
         assert_eq!(a.store, StoreKind::SqliteSyncInCommit);
         assert!(parse(&["--store", "postgres"]).is_err());
+        assert!(parse(&["--no-sdk", "--sdk-only"]).is_err());
+        assert!(parse(&["--queued", "0"]).is_err());
     }
 }

@@ -430,7 +430,6 @@ impl Backend for Engine {
                         .store
                         .delete_unreadable(&self.ns, &req.workflow_id)
                         .await?;
-                    self.notify();
                     self.inner.outcomes.settled(&self.ns, &req.workflow_id);
                     return Ok(DeleteResponse { deleted });
                 }
@@ -450,7 +449,6 @@ impl Backend for Engine {
             };
             match self.inner.store.commit(write).await {
                 Ok(()) => {
-                    self.notify();
                     self.inner.outcomes.settled(&self.ns, &req.workflow_id);
                     return Ok(DeleteResponse { deleted: true });
                 }
@@ -471,11 +469,17 @@ impl Backend for Engine {
         let wait = Duration::from_millis(req.wait_ms).min(self.inner.config.max_claim_wait);
         let give_up = tokio::time::Instant::now() + wait;
         let store = &self.inner.store;
+        let ticket = self.inner.wakeups.join(&self.ns, &req.workflows);
         loop {
-            // Subscribe before scanning, so a commit between the scan and the wait still wakes us.
-            let mut wake = self.inner.wake.subscribe();
+            // Armed before scanning, so a ring during the scan makes it look again at once.
+            let rung = ticket.bell().notified();
+            tokio::pin!(rung);
+            rung.as_mut().enable();
             let now = self.now();
             for id in store.due(&self.ns, &req.workflows, now, SCAN).await? {
+                let Some(_deciding) = self.inner.claiming.decide(&self.ns, &id) else {
+                    continue;
+                };
                 match self.try_claim(&id, &req).await {
                     Ok(Some(task)) => return Ok(ClaimResponse { task: Some(task) }),
                     Ok(None) => {}
@@ -489,8 +493,9 @@ impl Backend for Engine {
                 return Ok(ClaimResponse { task: None });
             }
             let next_due = store.next_due(&self.ns, &req.workflows).await?;
+            let until = ticket.sleep(next_due);
             let timer = async {
-                match next_due {
+                match until {
                     Some(at) if at > now => self.inner.clock.sleep_until(at).await,
                     // Something is due but was not claimable (held by a racing claim): look again
                     // after the commits in flight, without spinning.
@@ -499,10 +504,11 @@ impl Backend for Engine {
                 }
             };
             tokio::select! {
-                _ = wake.changed() => {}
+                () = rung => {}
                 () = timer => {}
                 () = tokio::time::sleep_until(give_up) => {}
             }
+            ticket.scanning();
         }
     }
 

@@ -1,6 +1,9 @@
 //! Helpers of `claim` (the route is in `backend.rs`): checking the request and leasing one
 //! ready inbox head.
 
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use super::rules::{self, Settled};
 use super::writes::reserved_type;
 use super::*;
@@ -9,6 +12,50 @@ use crate::store::Durability::{Durable, Relaxed};
 
 /// How many due instances one scan looks at.
 pub(super) const SCAN: usize = 32;
+
+/// The instances a claim of this engine is deciding on right now.
+///
+/// Claims scan the same schedule in the same order, so claims scanning at once (the slots of
+/// a worker coming back from their turns together) all went for the first due instance: one
+/// won, the others lost the commit, read it again, found it taken and went on to the next, in
+/// step. Now a claim passes over an instance another claim is deciding on; that claim either
+/// takes it or settles why it is not ready, and a claim that passed it over and found nothing
+/// looks again shortly (it is still due, so `next_due` is not later than now).
+#[derive(Default)]
+pub(super) struct Claiming {
+    ids: Mutex<HashSet<String>>,
+}
+
+/// A claim deciding on one instance; dropping it lets others at the instance again.
+pub(super) struct Deciding<'a> {
+    claiming: &'a Claiming,
+    key: String,
+}
+
+impl Claiming {
+    fn ids(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Decide on instance `id` of namespace `ns`, unless another claim is deciding on it.
+    pub(super) fn decide(&self, ns: &str, id: &str) -> Option<Deciding<'_>> {
+        let key = format!("{ns}\0{id}");
+        let taken = !self.ids().insert(key.clone());
+        if taken {
+            return None;
+        }
+        Some(Deciding {
+            claiming: self,
+            key,
+        })
+    }
+}
+
+impl Drop for Deciding<'_> {
+    fn drop(&mut self) {
+        self.claiming.ids().remove(&self.key);
+    }
+}
 
 pub(super) fn check_claim(req: &ClaimRequest) -> Result<()> {
     let w = req.worker.trim();

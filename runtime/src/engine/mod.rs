@@ -5,22 +5,23 @@
 //! instance's revision; a conflicting commit is re-read and decided again. Time comes from a
 //! [`Clock`], so tests move it by hand.
 //!
-//! Wake-ups are in-process hints: every commit that may make a turn claimable bumps a
-//! generation counter that waiting claims watch, and a waiting claim also sleeps until the
-//! earliest due time in the schedule index. No claim polls at a fixed interval.
+//! Wake-ups are in-process hints: every commit reports when its instance is next due, which
+//! rings one waiting claim of each worker that runs its workflow (see `wakeups`), and a waiting
+//! claim also sleeps until the earliest due time in the schedule index. No claim polls at a
+//! fixed interval.
 
 mod backend;
 mod claim;
 mod outcomes;
 mod rules;
 mod turns;
+mod wakeups;
 mod writes;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::watch;
 
 use crate::clock::{Clock, SystemClock};
 use crate::protocol::backend::Backend;
@@ -140,10 +141,12 @@ struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     config: EngineConfig,
-    /// Bumped after every commit that may make a turn claimable.
-    wake: watch::Sender<u64>,
+    /// Waiting claims, rung by the commits that concern them.
+    wakeups: wakeups::Wakeups,
     /// Who waits for a turn's outcome.
     outcomes: outcomes::Outcomes,
+    /// The instances claims are deciding on.
+    claiming: claim::Claiming,
 }
 
 /// The message-workflow engine, in-process. Cheap to clone; clones share the store.
@@ -172,7 +175,8 @@ impl Engine {
             store,
             clock,
             config,
-            wake: watch::Sender::new(0),
+            wakeups: wakeups::Wakeups::default(),
+            claiming: claim::Claiming::default(),
             outcomes: outcomes::Outcomes::default(),
         };
         Self {
@@ -232,10 +236,6 @@ impl Engine {
 
     fn now(&self) -> Millis {
         self.inner.clock.now_ms()
-    }
-
-    fn notify(&self) {
-        self.inner.wake.send_modify(|g| *g = g.wrapping_add(1));
     }
 
     /// Read an instance or answer `NotFound`.
@@ -321,7 +321,10 @@ impl Engine {
         };
         match self.inner.store.commit(write).await {
             Ok(()) => {
-                self.notify();
+                if let Some(at) = inst.due_at_ms {
+                    let (ty, version) = (&inst.workflow_type, &inst.version);
+                    self.inner.wakeups.due(&self.ns, ty, version, at, now);
+                }
                 if settled {
                     self.inner.outcomes.settled(&self.ns, &inst.id);
                 }

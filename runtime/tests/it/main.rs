@@ -9,6 +9,7 @@
 
 mod common;
 
+mod claim_wakeups;
 mod crash;
 mod http_retry;
 mod http_tls;

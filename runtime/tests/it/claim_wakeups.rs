@@ -1,0 +1,284 @@
+//! Many claims waiting on one workflow type: an admission rings one of them, not all, and
+//! claims scanning at once do not race each other for the same instance.
+//!
+//! The engine runs over a store that counts its schedule scans (`due`) and the commits it
+//! refused for a stale revision, and yields before every read so that concurrent claims really
+//! interleave.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use turnwise::clock::SystemClock;
+use turnwise::protocol::*;
+use turnwise::store::{
+    CommitError, InstanceFilter, InstanceRecord, MemoryStore, Store, StoreError, TurnRange,
+    TurnRecord, WriteSet,
+};
+use turnwise::{Backend, Engine, EngineConfig};
+
+#[derive(Default)]
+struct Counts {
+    scans: AtomicU64,
+    conflicts: AtomicU64,
+}
+
+/// A [`MemoryStore`] that counts scans and refused commits, and yields before each read.
+struct Counting {
+    inner: MemoryStore,
+    counts: Arc<Counts>,
+}
+
+#[async_trait]
+impl Store for Counting {
+    async fn load_instance(
+        &self,
+        ns: &str,
+        id: &str,
+    ) -> Result<Option<InstanceRecord>, StoreError> {
+        tokio::task::yield_now().await;
+        self.inner.load_instance(ns, id).await
+    }
+    async fn load_turn(
+        &self,
+        ns: &str,
+        id: &str,
+        number: u64,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        tokio::task::yield_now().await;
+        self.inner.load_turn(ns, id, number).await
+    }
+    async fn find_message(
+        &self,
+        ns: &str,
+        id: &str,
+        message_id: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        self.inner.find_message(ns, id, message_id).await
+    }
+    async fn list_turns(
+        &self,
+        ns: &str,
+        id: &str,
+        range: TurnRange,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        self.inner.list_turns(ns, id, range).await
+    }
+    async fn list_instances(
+        &self,
+        ns: &str,
+        filter: InstanceFilter,
+    ) -> Result<Vec<InstanceRecord>, StoreError> {
+        self.inner.list_instances(ns, filter).await
+    }
+    async fn count_instances(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: Option<&str>,
+    ) -> Result<(u64, u64), StoreError> {
+        self.inner.count_instances(ns, workflow_type, version).await
+    }
+    async fn due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.counts.scans.fetch_add(1, Ordering::SeqCst);
+        self.inner.due(ns, workflows, now, limit).await
+    }
+    async fn next_due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+    ) -> Result<Option<Millis>, StoreError> {
+        self.inner.next_due(ns, workflows).await
+    }
+    async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
+        let r = self.inner.commit(write).await;
+        if matches!(r, Err(CommitError::Conflict)) {
+            self.counts.conflicts.fetch_add(1, Ordering::SeqCst);
+        }
+        r
+    }
+}
+
+fn engine() -> (Engine, Arc<Counts>) {
+    let counts = Arc::new(Counts::default());
+    let store = Counting {
+        inner: MemoryStore::new(),
+        counts: counts.clone(),
+    };
+    (
+        Engine::new(store, SystemClock, EngineConfig::default()),
+        counts,
+    )
+}
+
+async fn create(engine: &Engine, id: &str) {
+    engine
+        .create_instance(CreateInstanceRequest {
+            id: id.into(),
+            workflow_type: "job".into(),
+            version: "v1".into(),
+            state: json!({}),
+            lease_ms: None,
+            max_attempts: None,
+            on_exhausted: None,
+        })
+        .await
+        .unwrap();
+}
+
+async fn admit(engine: &Engine, id: &str) {
+    engine
+        .send_message(MessageRequest {
+            workflow_id: id.into(),
+            id: "m-1".into(),
+            message: json!(1),
+            origin: None,
+        })
+        .await
+        .unwrap();
+}
+
+fn claim(engine: &Engine, wait_ms: u64) -> tokio::task::JoinHandle<Option<TurnTask>> {
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        engine
+            .claim(ClaimRequest {
+                worker: "w".into(),
+                workflows: vec![WorkflowRef::new("job", "v1")],
+                wait_ms,
+                include_execution_credential: None,
+            })
+            .await
+            .unwrap()
+            .task
+    })
+}
+
+/// Wait until `scans` stops changing (every spawned claim has scanned and parked).
+async fn settled(counts: &Counts) -> u64 {
+    let mut last = counts.scans.load(Ordering::SeqCst);
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = counts.scans.load(Ordering::SeqCst);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_admission_rings_one_of_many_waiting_claims() {
+    let (engine, counts) = engine();
+    for i in 0..16 {
+        create(&engine, &format!("job-{i}")).await;
+    }
+    let mut waiting: Vec<_> = (0..16).map(|_| claim(&engine, 5_000)).collect();
+    let parked = settled(&counts).await;
+    assert!(
+        parked >= 16,
+        "each claim scans once before it waits: {parked}"
+    );
+
+    admit(&engine, "job-0").await;
+    let (won, _, rest) = tokio::time::timeout(
+        Duration::from_secs(3),
+        futures_select_first(std::mem::take(&mut waiting)),
+    )
+    .await
+    .expect("an admission must wake a waiting claim");
+    let task = won.expect("the woken claim takes the admitted turn");
+    assert_eq!(task.turn.workflow_id, "job-0");
+    let after = settled(&counts).await;
+    assert!(
+        after - parked <= 2,
+        "one admission set off {} scans among 16 waiting claims; it should ring one",
+        after - parked
+    );
+    // The others still wait, and each further admission is taken by one of them.
+    for h in &rest {
+        assert!(!h.is_finished(), "a claim not rung returned");
+    }
+    for i in 1..16 {
+        admit(&engine, &format!("job-{i}")).await;
+    }
+    let mut ids = Vec::new();
+    for h in rest {
+        let task = tokio::time::timeout(Duration::from_secs(3), h)
+            .await
+            .expect("every admission is taken by a waiting claim")
+            .unwrap()
+            .expect("a task");
+        ids.push(task.turn.workflow_id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        15,
+        "each turn went to exactly one claim: {ids:?}"
+    );
+}
+
+/// The first of `handles` to finish, its index, and the rest.
+async fn futures_select_first(
+    mut handles: Vec<tokio::task::JoinHandle<Option<TurnTask>>>,
+) -> (
+    Option<TurnTask>,
+    usize,
+    Vec<tokio::task::JoinHandle<Option<TurnTask>>>,
+) {
+    loop {
+        if let Some(i) = handles.iter().position(|h| h.is_finished()) {
+            let h = handles.swap_remove(i);
+            return (h.await.unwrap(), i, handles);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_scanning_at_once_do_not_race_for_one_instance() {
+    let (engine, counts) = engine();
+    for i in 0..8 {
+        create(&engine, &format!("job-{i}")).await;
+        admit(&engine, &format!("job-{i}")).await;
+    }
+    // Eight claims at once over eight ready instances: each takes a different one, and none
+    // commits over another's claim.
+    let claims: Vec<_> = (0..8).map(|_| claim(&engine, 0)).collect();
+    let mut ids = Vec::new();
+    for c in claims {
+        if let Some(task) = c.await.unwrap() {
+            ids.push(task.turn.workflow_id);
+        }
+    }
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a turn was handed out twice: {ids:?}");
+    assert_eq!(
+        counts.conflicts.load(Ordering::SeqCst),
+        0,
+        "claims raced for the same instance"
+    );
+    // Whatever a claim passed over while another decided on it is still there for the next.
+    while ids.len() < 8 {
+        let task = claim(&engine, 1_000)
+            .await
+            .unwrap()
+            .expect("a ready turn is left");
+        ids.push(task.turn.workflow_id);
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8);
+}
