@@ -21,26 +21,33 @@ pub(super) const SCAN: usize = 32;
 /// step. Now a claim passes over an instance another claim is deciding on; that claim either
 /// takes it or settles why it is not ready, and a claim that passed it over and found nothing
 /// looks again shortly (it is still due, so `next_due` is not later than now).
+///
+/// Instances are kept by a 64-bit hash of namespace and id: two instances with equal hashes
+/// only mean that a claim passes over one while another claim decides on the other, and
+/// looks again shortly.
 #[derive(Default)]
 pub(super) struct Claiming {
-    ids: Mutex<HashSet<String>>,
+    ids: Mutex<HashSet<u64>>,
 }
 
 /// A claim deciding on one instance; dropping it lets others at the instance again.
 pub(super) struct Deciding<'a> {
     claiming: &'a Claiming,
-    key: String,
+    key: u64,
 }
 
 impl Claiming {
-    fn ids(&self) -> MutexGuard<'_, HashSet<String>> {
+    fn ids(&self) -> MutexGuard<'_, HashSet<u64>> {
         self.ids.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Decide on instance `id` of namespace `ns`, unless another claim is deciding on it.
     pub(super) fn decide(&self, ns: &str, id: &str) -> Option<Deciding<'_>> {
-        let key = format!("{ns}\0{id}");
-        let taken = !self.ids().insert(key.clone());
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (ns, id).hash(&mut h);
+        let key = h.finish();
+        let taken = !self.ids().insert(key);
         if taken {
             return None;
         }
