@@ -136,8 +136,7 @@ fn same_canonical(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .all(|(k, v)| y.get(k).is_some_and(|w| same_canonical(v, w)))
         }
         (Value::Array(x), Value::Array(y)) => {

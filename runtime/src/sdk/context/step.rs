@@ -121,8 +121,53 @@ struct StepInner {
     key: String,
     effect_id: String,
     cursor: Mutex<Value>,
-    writes: mpsc::UnboundedSender<Write>,
+    /// The progress writer: started by the first progress or heartbeat, so a step that reports
+    /// neither costs no task and no channel.
+    writer: Mutex<WriterState>,
+    /// How often progress is sent at most.
+    every: Duration,
     last_write: watch::Sender<Instant>,
+}
+
+/// A started progress writer: the way to it, and its task.
+type Started = (
+    mpsc::UnboundedSender<Write>,
+    tokio::task::JoinHandle<Result<(), Error>>,
+);
+
+enum WriterState {
+    /// Nothing written yet.
+    Idle,
+    /// The writer task and the way to it.
+    Running(Started),
+    /// The step has finished: writes are refused.
+    Finished,
+}
+
+impl StepInner {
+    /// Hand `write` to the writer, starting it first if this is the step's first write; the
+    /// write back if the step has finished.
+    fn send(self: &Arc<Self>, write: Write) -> Result<(), Write> {
+        let mut state = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*state, WriterState::Idle) {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let task = tokio::spawn(progress_writer(self.clone(), rx, self.every));
+            *state = WriterState::Running((tx, task));
+        }
+        match &*state {
+            WriterState::Running((tx, _)) => tx.send(write).map_err(|e| e.0),
+            _ => Err(write),
+        }
+    }
+
+    /// The step is over: no more writes; answer the writer, if one was started.
+    fn finish(&self) -> Option<Started> {
+        let mut state = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        match std::mem::replace(&mut *state, WriterState::Finished) {
+            WriterState::Running(started) => Some(started),
+            _ => None,
+        }
+    }
 }
 
 /// The context of one step attempt: its effect id, resume cursor, heartbeats and progress.
@@ -142,27 +187,32 @@ impl std::fmt::Debug for StepCtx {
     }
 }
 
-/// The background writer of a step's progress; aborted if the step is dropped.
+/// The end of a step's writes: flushes the progress writer, if one was started; aborts it if
+/// the step is dropped.
 pub(super) struct Writer {
-    task: tokio::task::JoinHandle<Result<(), Error>>,
-    writes: mpsc::UnboundedSender<Write>,
+    inner: Arc<StepInner>,
 }
 
 impl Writer {
     pub(super) async fn finish(self) -> Result<(), Error> {
+        let Some((writes, task)) = self.inner.finish() else {
+            return Ok(());
+        };
         let (tx, rx) = oneshot::channel();
-        if self.writes.send(Write::Finish(tx)).is_err() {
+        if writes.send(Write::Finish(tx)).is_err() {
             return Ok(());
         }
         let r = rx.await.unwrap_or(Ok(()));
-        self.task.abort();
+        task.abort();
         r
     }
 }
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some((_, task)) = self.inner.finish() {
+            task.abort();
+        }
     }
 }
 
@@ -178,7 +228,6 @@ impl StepCtx {
         cursor: Value,
         hb: Option<Duration>,
     ) -> (Self, Writer) {
-        let (tx, rx) = mpsc::unbounded_channel();
         let every = match hb {
             // min(progress_every, max(50 ms, heartbeat_timeout / 2)), as the wire says; a
             // clamp would panic when progress_every is under 50 ms (the test env uses zero).
@@ -191,12 +240,17 @@ impl StepCtx {
             effect_id: format!("{}/{key}", turn.effect_prefix),
             key: key.to_owned(),
             cursor: Mutex::new(cursor),
-            writes: tx.clone(),
+            writer: Mutex::new(WriterState::Idle),
+            every,
             last_write: watch::Sender::new(Instant::now()),
             turn,
         });
-        let task = tokio::spawn(progress_writer(inner.clone(), rx, every));
-        (StepCtx { inner }, Writer { task, writes: tx })
+        (
+            StepCtx {
+                inner: inner.clone(),
+            },
+            Writer { inner },
+        )
     }
 
     /// The step's effect id, `<effect_prefix>/<key>`: the same on every attempt of this step,
@@ -237,12 +291,7 @@ impl StepCtx {
         let cursor = serde_json::to_value(&cursor)
             .map_err(|e| TurnError::permanent(format!("{what}: cannot be encoded: {e}")))?;
         let (tx, rx) = oneshot::channel();
-        if self
-            .inner
-            .writes
-            .send(Write::Heartbeat(cursor, tx))
-            .is_err()
-        {
+        if self.inner.send(Write::Heartbeat(cursor, tx)).is_err() {
             return Err(TurnError::permanent(format!(
                 "{what}: the step has already finished"
             )));
@@ -269,7 +318,6 @@ impl StepCtx {
         }
         if self
             .inner
-            .writes
             .send(Write::Progress(Value::Object(details)))
             .is_err()
         {

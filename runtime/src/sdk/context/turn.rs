@@ -199,10 +199,14 @@ impl<W: Workflow> Turn<W> {
                 heartbeat_timeout_ms: options.heartbeat_timeout.map(|d| d.as_millis() as u64),
             })
             .await;
-        let op = self
-            .shared
-            .check(&format!("{what}: the operation"), op)
-            .await?;
+        // The labels of refusals are made only for a refusal.
+        let op = match op {
+            Ok(op) => op,
+            Err(e) => {
+                let what = format!("{what}: the operation");
+                return Err(self.shared.refused(&what, e).await);
+            }
+        };
         let cursor = op.operation.map_or(Value::Null, |o| o.checkpoint);
         let (ctx, writer) =
             StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
@@ -231,9 +235,10 @@ impl<W: Workflow> Turn<W> {
         // Every progress write goes out, in order, before the checkpoint.
         let flushed = writer.finish().await;
         let value = out?;
-        self.shared
-            .check(&format!("{what}: its progress"), flushed)
-            .await?;
+        if let Err(e) = flushed {
+            let what = format!("{what}: its progress");
+            return Err(self.shared.refused(&what, e).await);
+        }
         let (encoded, decoded) = codec::encode_verified(&W::Codec::default(), &what, &value)
             .map_err(|e| TurnError::Permanent(e.into()))?;
         let saved = self
@@ -248,9 +253,10 @@ impl<W: Workflow> Turn<W> {
                 delay_ms: None,
             })
             .await;
-        self.shared
-            .check(&format!("{what}: its checkpoint"), saved)
-            .await?;
+        if let Err(e) = saved {
+            let what = format!("{what}: its checkpoint");
+            return Err(self.shared.refused(&what, e).await);
+        }
         self.saved.push(StepCheckpoint {
             key,
             kind: CheckpointKind::Step,
