@@ -364,7 +364,10 @@ impl Backend for Engine {
 
     async fn await_turn(&self, q: TurnQuery, wait: Duration) -> Result<WorkflowTurn> {
         let give_up = tokio::time::Instant::now() + wait.min(self.inner.config.max_claim_wait);
-        let waiter = self.inner.outcomes.watch(&self.ns, &q.id);
+        let waiter = self
+            .inner
+            .outcomes
+            .watch(super::instance_key(&self.ns, &q.id));
         loop {
             // Armed before the read, so a commit between the read and the wait still wakes it.
             let settled = waiter.notify().notified();
@@ -430,7 +433,9 @@ impl Backend for Engine {
                         .store
                         .delete_unreadable(&self.ns, &req.workflow_id)
                         .await?;
-                    self.inner.outcomes.settled(&self.ns, &req.workflow_id);
+                    self.inner
+                        .outcomes
+                        .settled(super::instance_key(&self.ns, &req.workflow_id));
                     return Ok(DeleteResponse { deleted });
                 }
                 loaded => loaded?,
@@ -449,7 +454,9 @@ impl Backend for Engine {
             };
             match self.inner.store.commit(write).await {
                 Ok(()) => {
-                    self.inner.outcomes.settled(&self.ns, &req.workflow_id);
+                    self.inner
+                        .outcomes
+                        .settled(super::instance_key(&self.ns, &req.workflow_id));
                     return Ok(DeleteResponse { deleted: true });
                 }
                 Err(CommitError::Conflict) => continue,

@@ -186,7 +186,7 @@ impl Engine {
                 steps_max: Some(self.inner.config.limits.steps_per_turn as u64),
             };
             if self
-                .commit(Some(read_rev), &mut inst, vec![head], Relaxed)
+                .commit_owned(Some(read_rev), inst, vec![head], Relaxed)
                 .await?
             {
                 return Ok(Some(task));

@@ -291,6 +291,25 @@ impl Engine {
         }
     }
 
+    /// [`Engine::commit`] for a caller done with `inst`: the record moves into the write set
+    /// instead of being copied (the worker routes, which answer a view made before the commit).
+    async fn commit_owned(
+        &self,
+        read_rev: Option<u64>,
+        mut inst: InstanceRecord,
+        turns: Vec<TurnRecord>,
+        durability: Durability,
+    ) -> Result<bool> {
+        self.stamp(read_rev, &mut inst);
+        match self.write(read_rev, inst, turns, durability).await? {
+            Committed::Done => Ok(true),
+            Committed::Conflict => Ok(false),
+            Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
+                "a turn made by the engine reused message id `{message_id}`"
+            ))),
+        }
+    }
+
     /// [`Engine::commit`], telling a message id that is already taken apart.
     async fn try_commit(
         &self,
@@ -299,9 +318,26 @@ impl Engine {
         turns: Vec<TurnRecord>,
         durability: Durability,
     ) -> Result<Committed> {
-        let now = self.now();
+        self.stamp(read_rev, inst);
+        self.write(read_rev, inst.clone(), turns, durability).await
+    }
+
+    /// The revision and time a commit gives the instance.
+    fn stamp(&self, read_rev: Option<u64>, inst: &mut InstanceRecord) {
         inst.revision = read_rev.map_or(1, |r| r + 1);
-        inst.updated_at_ms = now;
+        inst.updated_at_ms = self.now();
+    }
+
+    /// Commit `inst` (stamped) with `turns`, then ring the claims and wake the waiters the
+    /// commit concerns.
+    async fn write(
+        &self,
+        read_rev: Option<u64>,
+        inst: InstanceRecord,
+        turns: Vec<TurnRecord>,
+        durability: Durability,
+    ) -> Result<Committed> {
+        let now = inst.updated_at_ms;
         let finished = turns.iter().any(TurnRecord::is_finished);
         let settled = turns.iter().any(|t| t.status.is_outcome());
         let policy = self.inner.config.retention;
@@ -310,23 +346,26 @@ impl Engine {
                 keep_turns: policy.keep_turns,
                 keep_since_ms: now.saturating_sub(policy.keep_for.as_millis() as Millis),
             });
+        // What the wake-ups need after the record has moved into the store.
+        let due = inst.due_at_ms;
+        let workflow = workflow_key(&inst.workflow_type, &inst.version);
+        let instance = instance_key(&self.ns, &inst.id);
         let write = WriteSet {
             ns: self.ns.to_string(),
             id: inst.id.clone(),
             expected_revision: read_rev,
-            instance: Some(inst.clone()),
+            instance: Some(inst),
             turns,
             retention,
             durability,
         };
         match self.inner.store.commit(write).await {
             Ok(()) => {
-                if let Some(at) = inst.due_at_ms {
-                    let (ty, version) = (&inst.workflow_type, &inst.version);
-                    self.inner.wakeups.due(&self.ns, ty, version, at, now);
+                if let Some(at) = due {
+                    self.inner.wakeups.due(&self.ns, workflow, at, now);
                 }
                 if settled {
-                    self.inner.outcomes.settled(&self.ns, &inst.id);
+                    self.inner.outcomes.settled(instance);
                 }
                 Ok(Committed::Done)
             }
@@ -337,6 +376,24 @@ impl Engine {
             Err(CommitError::Store(e)) => Err(e.into()),
         }
     }
+}
+
+/// A 64-bit key of a (type, version) pair, for ringing claims without copying the names. Two
+/// pairs with one key only ring a claim that then finds nothing.
+fn workflow_key(workflow_type: &str, version: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (workflow_type, version).hash(&mut h);
+    h.finish()
+}
+
+/// A 64-bit key of an instance, for waking outcome waiters without copying its id. Two
+/// instances with one key only wake a waiter that reads its turn and waits again.
+fn instance_key(ns: &str, id: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (ns, id).hash(&mut h);
+    h.finish()
 }
 
 /// How [`Engine::try_commit`] ended.

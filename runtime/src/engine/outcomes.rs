@@ -3,7 +3,8 @@
 //!
 //! A waiter registers for one instance before it reads the turn; every commit that gives a turn
 //! of that instance an outcome (or deletes the instance) wakes that instance's waiters, and
-//! only them. Nothing is polled, and a commit with no waiter anywhere costs one atomic load.
+//! only them (instances are kept by a 64-bit key: two with one key only wake a waiter that
+//! reads its turn and waits again). Nothing is polled, and a commit with no waiter anywhere costs one atomic load.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 
-type ByInstance = HashMap<Arc<str>, HashMap<String, Arc<Notify>>>;
+/// Waiters by [`instance_key`](super::instance_key).
+type ByInstance = HashMap<u64, Arc<Notify>>;
 
 /// The waiters of every instance, by namespace and id.
 #[derive(Default)]
@@ -28,30 +30,25 @@ impl Outcomes {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Register for the outcomes of instance `id` in namespace `ns`, until the waiter drops.
-    pub(super) fn watch(&self, ns: &Arc<str>, id: &str) -> Waiter<'_> {
-        let mut map = self.lock();
-        let notify = map
-            .entry(ns.clone())
-            .or_default()
-            .entry(id.to_owned())
-            .or_default()
-            .clone();
+    /// Register for the outcomes of the instance with key `instance` (its
+    /// [`instance_key`](super::instance_key)), until the waiter drops.
+    pub(super) fn watch(&self, instance: u64) -> Waiter<'_> {
+        let notify = self.lock().entry(instance).or_default().clone();
         self.waiting.fetch_add(1, Ordering::SeqCst);
         Waiter {
             outcomes: self,
-            ns: ns.clone(),
-            id: id.to_owned(),
+            instance,
             notify,
         }
     }
 
-    /// Wake the waiters of instance `id`: one of its turns has an outcome now, or it is gone.
-    pub(super) fn settled(&self, ns: &str, id: &str) {
+    /// Wake the waiters of the instance with key `instance`: one of its turns has an outcome
+    /// now, or it is gone.
+    pub(super) fn settled(&self, instance: u64) {
         if self.waiting.load(Ordering::SeqCst) == 0 {
             return;
         }
-        if let Some(notify) = self.lock().get(ns).and_then(|m| m.get(id)) {
+        if let Some(notify) = self.lock().get(&instance) {
             notify.notify_waiters();
         }
     }
@@ -60,8 +57,7 @@ impl Outcomes {
 /// One registration; dropping it unregisters.
 pub(super) struct Waiter<'a> {
     outcomes: &'a Outcomes,
-    ns: Arc<str>,
-    id: String,
+    instance: u64,
     notify: Arc<Notify>,
 }
 
@@ -78,12 +74,7 @@ impl Drop for Waiter<'_> {
         self.outcomes.waiting.fetch_sub(1, Ordering::SeqCst);
         // The map's reference and this one: the last waiter of the instance removes its entry.
         if Arc::strong_count(&self.notify) == 2 {
-            if let Some(ids) = map.get_mut(&self.ns) {
-                ids.remove(&self.id);
-                if ids.is_empty() {
-                    map.remove(&self.ns);
-                }
-            }
+            map.remove(&self.instance);
         }
     }
 }

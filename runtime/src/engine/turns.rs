@@ -179,7 +179,7 @@ impl Engine {
             turns.push(turn);
             turns.extend(extra);
             if self
-                .commit(Some(read_rev), &mut inst, turns, durability)
+                .commit_owned(Some(read_rev), inst, turns, durability)
                 .await?
             {
                 return Ok(view);

@@ -41,6 +41,8 @@ struct Group {
     ns: Arc<str>,
     /// Sorted and without repeats.
     workflows: Vec<WorkflowRef>,
+    /// Their [`workflow_key`](super::workflow_key)s.
+    keys: Vec<u64>,
     /// Oldest first: the first eligible member is the one rung.
     members: Vec<Member>,
 }
@@ -63,10 +65,8 @@ enum State {
 }
 
 impl Group {
-    fn lists(&self, workflow_type: &str, version: &str) -> bool {
-        self.workflows
-            .iter()
-            .any(|w| w.workflow_type == workflow_type && w.version == version)
+    fn lists(&self, workflow: u64) -> bool {
+        self.keys.contains(&workflow)
     }
 
     /// Ring the first member not already rung, if any.
@@ -106,21 +106,15 @@ impl Wakeups {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A commit left instance of `workflow_type`/`version` in `ns` due at `at` (the clock reads
-    /// `now`): ring whom that concerns.
-    pub(super) fn due(
-        &self,
-        ns: &str,
-        workflow_type: &str,
-        version: &str,
-        at: Millis,
-        now: Millis,
-    ) {
+    /// A commit left an instance in `ns` of the workflow with key `workflow` (its
+    /// [`workflow_key`](super::workflow_key)) due at `at` (the clock reads `now`): ring whom
+    /// that concerns. Two workflows with one key only ring a claim that then finds nothing.
+    pub(super) fn due(&self, ns: &str, workflow: u64, at: Millis, now: Millis) {
         let mut inner = self.lock();
         for g in inner
             .groups
             .iter_mut()
-            .filter(|g| &*g.ns == ns && g.lists(workflow_type, version))
+            .filter(|g| &*g.ns == ns && g.lists(workflow))
         {
             if at <= now {
                 g.ring_one();
@@ -152,6 +146,10 @@ impl Wakeups {
             Some(g) => g.members.push(member),
             None => inner.groups.push(Group {
                 ns: ns.clone(),
+                keys: key
+                    .iter()
+                    .map(|w| super::workflow_key(&w.workflow_type, &w.version))
+                    .collect(),
                 workflows: key.clone(),
                 members: vec![member],
             }),
@@ -249,6 +247,10 @@ mod tests {
         vec![WorkflowRef::new("job", "v1")]
     }
 
+    fn job() -> u64 {
+        super::super::workflow_key("job", "v1")
+    }
+
     /// Whether `ticket`'s bell holds a ring (a stored permit).
     fn rung(ticket: &Ticket<'_>) -> bool {
         use std::future::Future;
@@ -270,11 +272,11 @@ mod tests {
         for t in [&a, &b, &other, &elsewhere] {
             assert_eq!(t.sleep(None), None);
         }
-        w.due("default", "job", "v1", 10, 10);
+        w.due("default", job(), 10, 10);
         assert!(rung(&a), "the oldest member is rung");
         assert!(!rung(&b) && !rung(&other) && !rung(&elsewhere));
         // A second event goes to the next member, not again to the one already rung.
-        w.due("default", "job", "v1", 10, 10);
+        w.due("default", job(), 10, 10);
         assert!(rung(&b));
     }
 
@@ -284,9 +286,9 @@ mod tests {
         let ns: Arc<str> = Arc::from("default");
         let a = w.join(&ns, &refs());
         assert_eq!(a.sleep(Some(500)), Some(500));
-        w.due("default", "job", "v1", 800, 100);
+        w.due("default", job(), 800, 100);
         assert!(!rung(&a), "a member wakes at 500 anyway, before 800");
-        w.due("default", "job", "v1", 300, 100);
+        w.due("default", job(), 300, 100);
         assert!(rung(&a), "nobody looks by 300");
     }
 
@@ -296,7 +298,7 @@ mod tests {
         let ns: Arc<str> = Arc::from("default");
         let a = w.join(&ns, &refs());
         // Scanning: the scan may have missed this commit.
-        w.due("default", "job", "v1", 300, 100);
+        w.due("default", job(), 300, 100);
         assert!(!rung(&a));
         assert_eq!(a.sleep(Some(900)), Some(300));
         a.scanning();
@@ -315,7 +317,7 @@ mod tests {
         let b = w.join(&ns, &refs());
         a.sleep(None);
         b.sleep(None);
-        w.due("default", "job", "v1", 10, 10);
+        w.due("default", job(), 10, 10);
         drop(a);
         assert!(rung(&b));
         drop(b);
