@@ -438,12 +438,12 @@ fn run_sdk(
         transports.push((Transport::Http, h));
     }
     for (transport, raw) in &transports {
-        let (label, tag) = match transport {
-            Transport::Embedded => ("embedded", "sdk"),
-            Transport::Http => ("over HTTP", "sdk-http"),
+        let (section, label, tag) = match transport {
+            Transport::Embedded => ("6", "embedded", "sdk"),
+            Transport::Http => ("6b", "over HTTP", "sdk-http"),
         };
         println!();
-        println!("## 6. The SDK path, {label}, over {store_name}");
+        println!("## {section}. The SDK path, {label}, over {store_name}");
         println!();
         println!(
             "`#[workflow]` `checkout` with {STEPS} `#[step]`s; c clients each `Handle::call` on \
