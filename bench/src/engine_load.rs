@@ -344,15 +344,7 @@ pub async fn run_level(
     }
     let started = Instant::now();
     go.wait().await;
-    let mut samples = Vec::with_capacity(turns as usize);
-    let mut failure = None;
-    for t in tasks {
-        match t.await {
-            Ok(Ok(s)) => samples.extend(s),
-            Ok(Err(e)) => failure = failure.or(Some(e)),
-            Err(join) => panic!("a bench worker panicked: {join}"),
-        }
-    }
+    let (mut samples, failure) = crate::stats::gather(tasks, "worker").await;
     let elapsed = started.elapsed();
     let allocations = count_allocations.then(alloc_count::stop);
     let writer_cpu = writer_cpu()

@@ -201,15 +201,7 @@ pub async fn call_level(
     }
     let started = Instant::now();
     go.wait().await;
-    let mut samples = Vec::with_capacity(turns as usize);
-    let mut failure = None;
-    for t in tasks {
-        match t.await {
-            Ok(Ok(s)) => samples.extend(s),
-            Ok(Err(e)) => failure = failure.or(Some(e)),
-            Err(join) => panic!("a bench client panicked: {join}"),
-        }
-    }
+    let (mut samples, failure) = crate::stats::gather(tasks, "client").await;
     let elapsed = started.elapsed();
     let allocations = count_allocations.then(alloc_count::stop);
     let store = setup.counters().zip(before).map(|(a, b)| a.since(b));
@@ -283,4 +275,40 @@ pub async fn queued_level(
         store,
         allocations: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The SDK phases run end to end on each transport (a memory store, a few turns): every
+    /// call is answered with the workflow's reply and every queued turn is observed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn both_shapes_run_on_both_transports() {
+        let nowhere = Path::new("unused.db");
+        for transport in [Transport::Embedded, Transport::Http] {
+            let call = call_level(StoreKind::Memory, transport, nowhere, 3, 12, true)
+                .await
+                .unwrap();
+            assert_eq!((call.concurrency, call.turns), (3, 12), "{transport:?}");
+            let counted = call.allocations.expect("counted");
+            assert!(counted.count > 0, "{transport:?}: {counted:?}");
+            let queued = queued_level(StoreKind::Memory, transport, nowhere, 2, 5)
+                .await
+                .unwrap();
+            assert_eq!(queued.turns, 10, "{transport:?}");
+            assert!(queued.latency.is_none());
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_workflow_replies_with_the_priced_order() {
+        let engine = turnwise::Engine::in_memory();
+        let worker = Worker::new(engine.clone()).register(checkout).run_async();
+        let handle = checkout.start(&engine, "one").await.unwrap();
+        // quantity (7 % 5) + 1 = 3 at 250 cents, plus 30.
+        assert_eq!(handle.call(order(7), "m-7").await.unwrap(), 3 * 250 + 30);
+        assert_eq!(handle.state().await.unwrap().orders, 1);
+        worker.stop().await.unwrap();
+    }
 }

@@ -95,6 +95,24 @@ pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
+/// Await every task of a measured phase: all their latency samples, and the first error any of
+/// them returned. A panicked task panics here, naming `who`.
+pub async fn gather<E>(
+    tasks: Vec<tokio::task::JoinHandle<Result<Vec<Duration>, E>>>,
+    who: &str,
+) -> (Vec<Duration>, Option<E>) {
+    let mut samples = Vec::new();
+    let mut failure = None;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(s)) => samples.extend(s),
+            Ok(Err(e)) => failure = failure.or(Some(e)),
+            Err(join) => panic!("a bench {who} panicked: {join}"),
+        }
+    }
+    (samples, failure)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
