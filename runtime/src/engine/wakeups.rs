@@ -15,8 +15,9 @@
 //!   told the time, so it cannot sleep past it; otherwise the first sleeping member is rung to
 //!   plan again.
 //!
-//! A member rung while it was scanning looks again at once (a [`Notify`] permit), so no ring is
-//! lost; a member leaving with a ring it did not act on passes it to another member.
+//! A member rung while it was scanning looks again at once (a [`Notify`] permit), and a member
+//! that leaves (it took a turn, or its claim ended) rings the next one: the turn it took may
+//! not be the one it was rung for, so another member looks at what is left.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -227,12 +228,11 @@ impl Drop for Ticket<'_> {
         let Some(mi) = g.members.iter().position(|m| m.id == self.id) else {
             return;
         };
-        let left = g.members.remove(mi);
-        if left.state == State::Rung {
-            // A ring it never acted on (it claimed a turn, or its claim was dropped): another
-            // member looks instead.
-            g.ring_one();
-        }
+        g.members.remove(mi);
+        // Whatever this member was counted on for (a ring, a due time it was told, a time it
+        // planned to look at) it may not have acted on: it may have taken another turn than
+        // the one it was rung for. Another member looks instead, and plans again.
+        g.ring_one();
         if g.members.is_empty() {
             inner.groups.swap_remove(gi);
         }
@@ -310,7 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn a_member_leaving_with_an_unanswered_ring_passes_it_on() {
+    fn a_member_leaving_rings_the_next_one() {
         let w = Wakeups::default();
         let ns: Arc<str> = Arc::from("default");
         let a = w.join(&ns, &refs());
