@@ -22,7 +22,7 @@ pub(super) const SCAN: usize = 32;
 /// takes it or settles why it is not ready, and a claim that passed it over and found nothing
 /// looks again shortly (it is still due, so `next_due` is not later than now).
 ///
-/// Instances are kept by a 64-bit hash of namespace and id: two instances with equal hashes
+/// Instances are kept by their [`instance_key`](super::instance_key): two instances with one key
 /// only mean that a claim passes over one while another claim decides on the other, and
 /// looks again shortly.
 #[derive(Default)]
@@ -43,10 +43,7 @@ impl Claiming {
 
     /// Decide on instance `id` of namespace `ns`, unless another claim is deciding on it.
     pub(super) fn decide(&self, ns: &str, id: &str) -> Option<Deciding<'_>> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (ns, id).hash(&mut h);
-        let key = h.finish();
+        let key = super::instance_key(ns, id);
         let taken = !self.ids().insert(key);
         if taken {
             return None;

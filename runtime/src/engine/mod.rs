@@ -381,18 +381,20 @@ impl Engine {
 /// A 64-bit key of a (type, version) pair, for ringing claims without copying the names. Two
 /// pairs with one key only ring a claim that then finds nothing.
 fn workflow_key(workflow_type: &str, version: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (workflow_type, version).hash(&mut h);
-    h.finish()
+    key_of((workflow_type, version))
 }
 
-/// A 64-bit key of an instance, for waking outcome waiters without copying its id. Two
-/// instances with one key only wake a waiter that reads its turn and waits again.
+/// A 64-bit key of an instance, for waking outcome waiters (and marking the instances claims
+/// decide on) without copying its id. Two instances with one key only wake a waiter that reads
+/// its turn and waits again.
 fn instance_key(ns: &str, id: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
+    key_of((ns, id))
+}
+
+fn key_of(parts: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (ns, id).hash(&mut h);
+    parts.hash(&mut h);
     h.finish()
 }
 
