@@ -8,7 +8,8 @@
 //! Wake-ups are in-process hints: every commit reports when its instance is next due, which
 //! rings one waiting claim of each worker that runs its workflow (see `wakeups`), and a waiting
 //! claim also sleeps until the earliest due time in the schedule index. No claim polls at a
-//! fixed interval.
+//! fixed interval. On a store that several processes share, the commits of the other processes
+//! arrive as [`Notice`]s ([`Store::watch`]) and ring the same way.
 
 mod backend;
 mod claim;
@@ -28,7 +29,8 @@ use crate::protocol::backend::Backend;
 use crate::protocol::error::{Error, Result};
 use crate::protocol::*;
 use crate::store::{
-    CommitError, Durability, InstanceRecord, MemoryStore, Retention, Store, TurnRecord, WriteSet,
+    CommitError, Durability, InstanceRecord, MemoryStore, Notice, Retention, Store, TurnRecord,
+    WriteSet,
 };
 use turnwise_rules::limits;
 
@@ -179,8 +181,20 @@ impl Engine {
             claiming: claim::Claiming::default(),
             outcomes: outcomes::Outcomes::default(),
         };
+        let inner = Arc::new(inner);
+        // Other processes' commits on a shared store ring this engine's claims and readers
+        // as its own commits do. The watcher holds the engine weakly, and leaves when the
+        // engine is gone.
+        let weak = Arc::downgrade(&inner);
+        inner.store.watch(Arc::new(move |notice: &Notice| {
+            let Some(inner) = weak.upgrade() else {
+                return false;
+            };
+            inner.noticed(notice);
+            true
+        }));
         Self {
-            inner: Arc::new(inner),
+            inner,
             ns: Arc::from(DEFAULT_NAMESPACE),
         }
     }
@@ -196,6 +210,48 @@ impl Engine {
     pub async fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
         let store = crate::store::SqliteStore::open(path.as_ref()).await?;
         Ok(Self::new(store, SystemClock, EngineConfig::default()))
+    }
+
+    /// The engine for the store at `address`: a `postgres://` or `postgresql://` URL connects
+    /// to PostgreSQL (the `postgres` feature; see [`PostgresStore`](crate::store::PostgresStore)),
+    /// which any number of processes may share; anything else is the path of a SQLite file
+    /// (created if missing), as [`Engine::open`] takes. System clock, default settings.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> turnwise::Result<()> {
+    /// let local = turnwise::Engine::connect("workflows.db").await?;
+    /// let shared = turnwise::Engine::connect("postgres://turnwise@127.0.0.1/turnwise").await?;
+    /// # let _ = (local, shared); Ok(()) }
+    /// ```
+    pub async fn connect(address: &str) -> Result<Self> {
+        let postgres = ["postgres://", "postgresql://"]
+            .iter()
+            .any(|scheme| address.get(..scheme.len()).is_some_and(|s| s.eq_ignore_ascii_case(scheme)));
+        if postgres {
+            #[cfg(feature = "postgres")]
+            {
+                let store = crate::store::PostgresStore::connect(address).await?;
+                return Ok(Self::new(store, SystemClock, EngineConfig::default()));
+            }
+            #[cfg(not(feature = "postgres"))]
+            return Err(Error::invalid(
+                "address",
+                "a postgres:// address needs turnwise's `postgres` feature; turn it on in \
+                 Cargo.toml (features = [\"postgres\"])",
+            ));
+        }
+        #[cfg(feature = "sqlite")]
+        {
+            Self::open(address).await
+        }
+        #[cfg(not(feature = "sqlite"))]
+        Err(Error::invalid(
+            "address",
+            format!(
+                "`{address}` is taken for the path of a SQLite file, and this build has no \
+                 SQLite store (the `sqlite` feature); use a postgres:// address"
+            ),
+        ))
     }
 
     /// The same engine addressing another namespace. Instances in different namespaces are
@@ -374,6 +430,28 @@ impl Engine {
                 Ok(Committed::MessageIdTaken(message_id))
             }
             Err(CommitError::Store(e)) => Err(e.into()),
+        }
+    }
+}
+
+impl Inner {
+    /// Another process committed to the shared store: ring and wake as for a commit of ours.
+    fn noticed(&self, notice: &Notice) {
+        match notice {
+            Notice::Changed(change) => {
+                if let Some(at) = change.due_at_ms {
+                    let workflow = workflow_key(&change.workflow_type, &change.version);
+                    self.wakeups
+                        .due(&change.ns, workflow, at, self.clock.now_ms());
+                }
+                if change.settled {
+                    self.outcomes.settled(instance_key(&change.ns, &change.id));
+                }
+            }
+            Notice::Missed => {
+                self.wakeups.ring_all();
+                self.outcomes.settled_all();
+            }
         }
     }
 }

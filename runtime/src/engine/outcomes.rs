@@ -54,6 +54,18 @@ impl Outcomes {
     }
 }
 
+impl Outcomes {
+    /// Wake every waiter: outcomes may have been missed (a shared store lost change notices).
+    pub(super) fn settled_all(&self) {
+        if self.waiting.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        for notify in self.lock().values() {
+            notify.notify_waiters();
+        }
+    }
+}
+
 /// One registration; dropping it unregisters.
 pub(super) struct Waiter<'a> {
     outcomes: &'a Outcomes,

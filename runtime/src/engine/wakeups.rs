@@ -125,6 +125,16 @@ impl Wakeups {
         }
     }
 
+    /// Anything may have changed (a shared store lost change notices): ring every waiting
+    /// claim, so that each looks at the schedule again.
+    pub(super) fn ring_all(&self) {
+        let mut inner = self.lock();
+        for m in inner.groups.iter_mut().flat_map(|g| g.members.iter_mut()) {
+            m.state = State::Rung;
+            m.bell.notify_one();
+        }
+    }
+
     /// Join the group of claims waiting for `workflows` in `ns`, scanning.
     pub(super) fn join(&self, ns: &Arc<str>, workflows: &[WorkflowRef]) -> Ticket<'_> {
         let mut key = workflows.to_vec();

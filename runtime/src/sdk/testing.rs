@@ -43,6 +43,9 @@ use crate::sdk::worker::Worker;
 use crate::sdk::workflow::Workflow;
 use crate::store::MemoryStore;
 
+#[cfg(feature = "postgres")]
+pub use crate::store::postgres::TestPostgres;
+
 /// An in-memory engine, a manual clock and a worker.
 #[derive(Clone, Debug)]
 pub struct TestEnv {

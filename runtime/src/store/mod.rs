@@ -14,13 +14,21 @@
 //! [`Durability::Durable`], on stable storage before `commit` returns. Finished turns are never
 //! rewritten once they are in history, except to apply retention, which only deletes.
 //!
+//! A store that several processes share (PostgreSQL) also tells each engine over it about the
+//! commits the *other* processes make ([`Store::watch`]), so that claims and readers waiting in
+//! one process are woken by work admitted in another.
+//!
 //! The contract has its own test suite (`runtime/tests/it/store_contract.rs`) that every store runs.
 
 mod memory;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
 
@@ -462,7 +470,67 @@ pub trait Store: Send + Sync + 'static {
     async fn health(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// Report the commits other processes make to this store to `watcher`, from now on, until
+    /// it answers `false`. Stores that one process serves alone (memory, SQLite: the file lock
+    /// sees to that) keep the default, which reports nothing: every commit is the engine's own.
+    fn watch(&self, watcher: Watcher) {
+        let _ = watcher;
+    }
 }
+
+/// A commit made by another process on a store several processes share, as [`Store::watch`]
+/// reports it: what an engine needs to ring its waiting claims and wake its waiting readers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Change {
+    /// The namespace.
+    pub ns: String,
+    /// The instance id.
+    pub id: String,
+    /// The instance's workflow type after the commit (empty when the commit deleted it).
+    pub workflow_type: String,
+    /// The instance's version after the commit (empty when the commit deleted it).
+    pub version: String,
+    /// When the instance is next due after the commit (its `due_at_ms`).
+    pub due_at_ms: Option<Millis>,
+    /// Whether the commit gave a turn an outcome (completed, failed or cancelled) or deleted
+    /// the instance: readers awaiting a turn of it should read again.
+    pub settled: bool,
+}
+
+impl Change {
+    /// What a write set tells the other processes.
+    pub fn of(write: &WriteSet) -> Self {
+        let (workflow_type, version, due_at_ms) = match &write.instance {
+            Some(i) => (i.workflow_type.clone(), i.version.clone(), i.due_at_ms),
+            None => (String::new(), String::new(), None),
+        };
+        Change {
+            ns: write.ns.clone(),
+            id: write.id.clone(),
+            workflow_type,
+            version,
+            due_at_ms,
+            settled: write.instance.is_none() || write.turns.iter().any(|t| t.status.is_outcome()),
+        }
+    }
+}
+
+/// What [`Store::watch`] reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notice {
+    /// Another process committed this.
+    Changed(Change),
+    /// Notices may have been lost (the store's connection for them dropped and came back):
+    /// anything may have changed, so every waiting claim and reader should look again.
+    Missed,
+}
+
+/// A watcher of a shared store's changes, given to [`Store::watch`]. It answers whether it
+/// still wants notices: once it answers `false` the store drops it.
+pub type Watcher = std::sync::Arc<dyn Fn(&Notice) -> bool + Send + Sync>;
 
 /// The contract checks every store makes the same way before writing.
 pub(crate) fn check_revision(current: Option<u64>, write: &WriteSet) -> Result<(), CommitError> {

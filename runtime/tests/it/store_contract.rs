@@ -210,6 +210,22 @@ macro_rules! contract {
             )*
         }
 
+        /// PostgreSQL, each case in a schema of its own (skipped with a printed line when
+        /// there is no database to use, except in CI).
+        #[cfg(feature = "postgres")]
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let name = concat!("store_contract_", stringify!($case));
+                    let Some(db) = turnwise::testing::TestPostgres::start(name).await else {
+                        return;
+                    };
+                    super::$case(&db.store().await).await;
+                }
+            )*
+        }
+
         /// SQLite with the instance cache off and one write set per transaction.
         mod sqlite_uncached {
             use turnwise::store::{SqliteOptions, Synchronous};

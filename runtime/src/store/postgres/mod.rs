@@ -1,0 +1,931 @@
+//! The PostgreSQL store; its design is documented on [`PostgresStore`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Config, NoTls, Row};
+
+use super::*;
+
+mod notices;
+mod schema;
+mod testing;
+
+pub use testing::TestPostgres;
+
+use notices::Notices;
+
+/// Settings of a [`PostgresStore`]; `PostgresOptions::default()` suits most deployments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PostgresOptions {
+    /// The schema (namespace of tables) the store keeps its tables in, created if missing.
+    /// `None` (the default) uses the connection's `search_path`, normally `public`. Letters,
+    /// digits and `_`, starting with a letter or `_`, at most 63 bytes. Stores in different
+    /// schemas of one database are independent, and do not wake each other.
+    pub schema: Option<String>,
+    /// Connections kept open for commits and reads (one more listens for other processes'
+    /// commits). Default 16.
+    pub pool_size: usize,
+    /// How long to wait for a connection, to the database or from a busy pool. Default 10 s.
+    pub connect_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            schema: None,
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PostgresOptions {
+    /// Keep the tables in `schema` (see [`PostgresOptions::schema`]).
+    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+
+    /// Keep `n` connections (at least 1).
+    pub fn with_pool_size(mut self, n: usize) -> Self {
+        self.pool_size = n.max(1);
+        self
+    }
+
+    /// Wait this long for a connection.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+}
+
+/// A [`Store`] in a PostgreSQL database, which any number of processes may share: `turnwise
+/// serve` nodes and applications running embedded engines, all on one database.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), turnwise::store::StoreError> {
+/// use turnwise::store::PostgresStore;
+///
+/// let store = PostgresStore::connect("postgres://turnwise@127.0.0.1/turnwise").await?;
+/// let engine = turnwise::Engine::new(store, turnwise::clock::SystemClock, Default::default());
+/// # let _ = engine; Ok(()) }
+/// ```
+///
+/// (Or `Engine::connect("postgres://…")`, which picks the store from the address.)
+///
+/// How it keeps the contract across processes:
+///
+/// - **Conditional writes.** A commit locks its instance's row (`SELECT … FOR UPDATE`),
+///   compares the revision with the one the engine read and writes the instance and its turns
+///   in one transaction, or answers [`CommitError::Conflict`] and writes nothing. Every write to
+///   an instance goes through that row, so two processes never both apply a decision on the same
+///   revision: a turn is granted to one claimant, and lease tokens are checked against the
+///   stored one whichever process checks them.
+/// - **Round trips.** A commit is two round trips: `BEGIN`, the row lock and the check of the
+///   turns it writes go in one pipeline; the writes, the change notice and `COMMIT` in the next.
+/// - **Durability.** [`Durability::Durable`] commits wait for the database's `COMMIT` at its
+///   `synchronous_commit` setting; [`Durability::Relaxed`] ones set it `off` for their own
+///   transaction (they survive the death of any turnwise process, not of the database server).
+/// - **Change notices.** A commit that makes an instance due sooner than before, or gives a
+///   turn an outcome, sends a `NOTIFY` on the store's channel in its transaction; every store
+///   keeps one connection that `LISTEN`s and reports what the other processes committed through
+///   [`Store::watch`]. Engines ring their waiting claims and wake their waiting readers with
+///   it, so work admitted on one node reaches a claim waiting on another within a round trip.
+///   When that connection drops, the store reconnects and reports [`Notice::Missed`], and
+///   [`Store::health`] answers why it is down meanwhile.
+/// - **Timers** need nothing of their own: each instance's next due time is a column, which
+///   every process's waiting claims consult, and the first claim to commit acts on it.
+/// - **Records** are JSON text (the exact numbers and key order of the values written); an
+///   instance whose record cannot be decoded answers [`StoreError::Unreadable`], leaves the
+///   schedule and listings, and can be removed with [`Store::delete_unreadable`].
+/// - **Schema.** The tables are created on first connect and carry a version
+///   (`turnwise_meta`); a database of a newer version is refused. Nodes that start together
+///   migrate once (an advisory lock).
+///
+/// TLS connections to the database are not offered yet: connect over a local socket
+/// (`postgres://user@%2Fvar%2Frun%2Fpostgresql/db`), loopback or a private network.
+///
+/// Cloning is cheap; clones share the connections.
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    notices: Arc<Notices>,
+    /// Where the database is, for messages (no password).
+    target: String,
+    listener: tokio::task::AbortHandle,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("database", &self.inner.target)
+            .field("channel", &self.inner.notices.channel)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A `tokio_postgres` failure as a [`StoreError`] saying what was being done.
+fn pg(what: impl fmt::Display) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+    move |e| match e.as_db_error() {
+        Some(db) => StoreError::new(format!(
+            "postgres: {what}: {} ({})",
+            db.message(),
+            db.code().code()
+        )),
+        None => StoreError::caused(format_args!("postgres: {what}"), e),
+    }
+}
+
+/// A stored integer from a `u64`: the database keeps signed 64-bit integers.
+fn int(n: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(n).map_err(|_| StoreError::new(format!("postgres: {what} {n} is out of range")))
+}
+
+/// A stored integer as a `u64`.
+fn uint(n: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|_| StoreError::new(format!("postgres: a stored {what} is {n}")))
+}
+
+/// A cursor or limit as a stored integer: nothing stored is above `i64::MAX`.
+fn clamp(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn unreadable(ns: &str, id: &str, reason: String) -> StoreError {
+    StoreError::Unreadable {
+        ns: ns.to_owned(),
+        id: id.to_owned(),
+        reason,
+    }
+}
+
+fn check_schema_name(schema: &str) -> Result<(), StoreError> {
+    let mut chars = schema.chars();
+    let ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && schema.len() <= 63;
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::new(format!(
+            "postgres: `{schema}` is not a schema name turnwise accepts: use letters, digits and \
+             `_`, starting with a letter or `_`, at most 63 bytes"
+        )))
+    }
+}
+
+/// Hosts, ports and database of a configuration, without its password.
+fn describe(config: &Config) -> String {
+    use tokio_postgres::config::Host;
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let port = config
+                .get_ports()
+                .get(i)
+                .or(config.get_ports().first())
+                .copied()
+                .unwrap_or(5432);
+            match h {
+                Host::Tcp(name) => format!("{name}:{port}"),
+                #[cfg(unix)]
+                Host::Unix(path) => format!("{}:{port}", path.display()),
+            }
+        })
+        .collect();
+    let hosts = if hosts.is_empty() {
+        "localhost:5432".to_owned()
+    } else {
+        hosts.join(",")
+    };
+    match (config.get_user(), config.get_dbname()) {
+        (Some(u), Some(d)) => format!("{u}@{hosts}/{d}"),
+        (None, Some(d)) => format!("{hosts}/{d}"),
+        (Some(u), None) => format!("{u}@{hosts}"),
+        (None, None) => hosts,
+    }
+}
+
+impl PostgresStore {
+    /// Connect with default options; see [`PostgresStore::connect_with`].
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, PostgresOptions::default()).await
+    }
+
+    /// Connect to the database at `url` (`postgres://user:password@host:port/database`, or the
+    /// `key=value` form libpq takes), create or check its tables, and start listening for
+    /// other processes' commits. Fails with a [`StoreError`] naming the database when it
+    /// cannot be reached, the address is not valid, or the tables are of a newer version.
+    pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+        let mut config: Config = url.parse().map_err(|e| {
+            StoreError::caused(
+                "postgres: the connection string is not valid (expected \
+                 postgres://user:password@host:port/database)",
+                e,
+            )
+        })?;
+        if let Some(schema) = &options.schema {
+            check_schema_name(schema)?;
+            let given = config.get_options().unwrap_or_default();
+            let with_path = format!("{given} -c search_path={schema}");
+            config.options(with_path.trim());
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("turnwise");
+        }
+        // Find a dead peer (or a partition) within a minute rather than the system's two hours.
+        config.keepalives_idle(Duration::from_secs(30));
+        let target = describe(&config);
+
+        let (mut client, connection) = config
+            .connect(NoTls)
+            .await
+            .map_err(pg(format_args!("cannot connect to {target}")))?;
+        let driver = tokio::spawn(connection);
+        let migrated = schema::migrate(&mut client, options.schema.as_deref()).await;
+        drop(client);
+        let _ = driver.await;
+        migrated?;
+
+        // Listen before answering, so that no commit made after `connect` returns is missed.
+        let channel = notices::channel(options.schema.as_deref());
+        let listening = notices::listen(&config, &channel).await?;
+        let notices = Arc::new(Notices::new(notices::node_id(), channel));
+        let listener = tokio::spawn(notices::run(
+            Arc::downgrade(&notices),
+            config.clone(),
+            listening,
+        ))
+        .abort_handle();
+
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.connect_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| StoreError::caused("postgres: build the connection pool", e))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                pool,
+                notices,
+                target,
+                listener,
+            }),
+        })
+    }
+
+    async fn client(&self) -> Result<Object, StoreError> {
+        self.inner.pool.get().await.map_err(|e| {
+            StoreError::caused(
+                format_args!("postgres: cannot get a connection to {}", self.inner.target),
+                e,
+            )
+        })
+    }
+
+    /// One statement; `what` says what it does, for the error.
+    async fn query_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        what: impl Fn() -> String + Send,
+    ) -> Result<Option<Row>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| pg(what())(e))?;
+        client
+            .query_opt(&statement, params)
+            .await
+            .map_err(|e| pg(what())(e))
+    }
+
+    /// One statement; `what` says what it does, for the error.
+    async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        what: impl Fn() -> String + Send,
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| pg(what())(e))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|e| pg(what())(e))
+    }
+
+    /// Decode an instance row (`body`, `history_pruned_through`); an undecodable one is taken
+    /// off the schedule (best effort) and answered as unreadable.
+    async fn instance(&self, ns: &str, id: &str, row: &Row) -> Result<InstanceRecord, StoreError> {
+        let body: &str = row.get(0);
+        match serde_json::from_str::<InstanceRecord>(body) {
+            Ok(mut record) => {
+                record.history_pruned_through = uint(row.get(1), "history_pruned_through")?;
+                Ok(record)
+            }
+            Err(e) => Err(self.quarantine(ns, id, format!("its instance record: {e}")).await),
+        }
+    }
+
+    async fn turn(&self, ns: &str, id: &str, body: &str) -> Result<TurnRecord, StoreError> {
+        match serde_json::from_str::<TurnRecord>(body) {
+            Ok(t) => Ok(t),
+            Err(e) => Err(self.quarantine(ns, id, format!("a turn record: {e}")).await),
+        }
+    }
+
+    /// Log an unreadable instance, take it off the schedule so that claims stop tripping on
+    /// it, and answer the error.
+    async fn quarantine(&self, ns: &str, id: &str, reason: String) -> StoreError {
+        tracing::error!(ns, id, reason, "postgres: an instance's stored record cannot be read");
+        let _ = self
+            .query(
+                "UPDATE instances SET due_at_ms = NULL WHERE ns = $1 AND id = $2",
+                &[&ns, &id],
+                || "take an unreadable instance off the schedule".into(),
+            )
+            .await;
+        unreadable(ns, id, reason)
+    }
+}
+
+// ---- statements ---------------------------------------------------------------------------
+
+const LOAD_INSTANCE: &str =
+    "SELECT body, history_pruned_through FROM instances WHERE ns = $1 AND id = $2";
+const LOAD_TURN: &str = "SELECT body FROM turns WHERE ns = $1 AND id = $2 AND number = $3";
+const FIND_MESSAGE: &str = "SELECT body FROM turns WHERE ns = $1 AND id = $2 AND message_id = $3";
+const LIST_TURNS: &str = "SELECT body FROM turns WHERE ns = $1 AND id = $2 AND finished = $3 \
+     AND number > $4 ORDER BY number LIMIT $5";
+const LIST_INSTANCES: &str = "SELECT body, history_pruned_through, id FROM instances \
+     WHERE ns = $1 AND ($2::text IS NULL OR workflow_type = $2) \
+     AND ($3::text IS NULL OR version = $3) AND ($4::text IS NULL OR id > $4) \
+     ORDER BY id LIMIT $5";
+const COUNT_INSTANCES: &str = "SELECT count(*), count(*) FILTER (WHERE pending_count > 0) \
+     FROM instances WHERE ns = $1 AND workflow_type = $2 AND ($3::text IS NULL OR version = $3)";
+const DUE: &str = "SELECT id FROM instances WHERE ns = $1 \
+     AND (workflow_type, version) IN (SELECT * FROM unnest($2::text[], $3::text[])) \
+     AND due_at_ms <= $4 ORDER BY due_at_ms, id LIMIT $5";
+const NEXT_DUE: &str = "SELECT min(due_at_ms) FROM instances WHERE ns = $1 \
+     AND (workflow_type, version) IN (SELECT * FROM unnest($2::text[], $3::text[])) \
+     AND due_at_ms IS NOT NULL";
+
+/// The commit's first pipeline: the instance row, locked.
+const LOCK_INSTANCE: &str = "SELECT revision, due_at_ms FROM instances \
+     WHERE ns = $1 AND id = $2 FOR UPDATE";
+/// The kept turns a write set's turns would replace or collide with.
+const CHECK_TURNS: &str = "SELECT number, message_id, finished, body FROM turns \
+     WHERE ns = $1 AND id = $2 AND (number = ANY($3) OR message_id = ANY($4))";
+const UPSERT_TURNS: &str = "INSERT INTO turns (ns, id, number, message_id, finished, \
+     finished_at_ms, body) \
+     SELECT $1, $2, * FROM unnest($3::bigint[], $4::text[], $5::boolean[], $6::bigint[], \
+     $7::text[]) \
+     ON CONFLICT (ns, id, number) DO UPDATE SET finished = EXCLUDED.finished, \
+     finished_at_ms = EXCLUDED.finished_at_ms, body = EXCLUDED.body";
+const CREATE_INSTANCE: &str = "INSERT INTO instances (ns, id, workflow_type, version, revision, \
+     pending_count, due_at_ms, history_pruned_through, body) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8)";
+const UPDATE_INSTANCE: &str = "UPDATE instances SET workflow_type = $3, version = $4, \
+     revision = $5, pending_count = $6, due_at_ms = $7, body = $8 WHERE ns = $1 AND id = $2";
+/// Retention, then the instance: the newest `$9` finished turns are kept, and so is every
+/// turn finished at or after `$10`.
+const PRUNE: &str = "WITH kept AS (SELECT number FROM turns WHERE ns = $1 AND id = $2 \
+     AND finished ORDER BY number DESC LIMIT $9), \
+     pruned AS (DELETE FROM turns WHERE ns = $1 AND id = $2 AND finished \
+     AND finished_at_ms < $10 AND number NOT IN (SELECT number FROM kept) RETURNING number) ";
+const DELETE_TURNS: &str = "DELETE FROM turns WHERE ns = $1 AND id = $2";
+const DELETE_INSTANCE: &str = "DELETE FROM instances WHERE ns = $1 AND id = $2";
+const NOTIFY: &str = "SELECT pg_notify($1, $2)";
+
+fn create_pruning() -> &'static str {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "{PRUNE}INSERT INTO instances (ns, id, workflow_type, version, revision, \
+             pending_count, due_at_ms, history_pruned_through, body) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE((SELECT max(number) FROM pruned), 0), \
+             $8)"
+        )
+    });
+    &SQL
+}
+
+fn update_pruning() -> &'static str {
+    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            "{PRUNE}UPDATE instances SET workflow_type = $3, version = $4, revision = $5, \
+             pending_count = $6, due_at_ms = $7, body = $8, history_pruned_through = \
+             GREATEST(history_pruned_through, COALESCE((SELECT max(number) FROM pruned), 0)) \
+             WHERE ns = $1 AND id = $2"
+        )
+    });
+    &SQL
+}
+
+/// A pooled connection inside a transaction. Dropped while the transaction is open (the
+/// commit's future was dropped, or its `ROLLBACK` failed), it is taken out of the pool and
+/// closed, and the database rolls the transaction back.
+struct Tx {
+    client: Option<Object>,
+    open: bool,
+}
+
+impl Tx {
+    fn client(&self) -> &Object {
+        self.client.as_ref().expect("a Tx holds its client until dropped")
+    }
+
+    async fn rollback(&mut self) {
+        if self.open && self.client().batch_execute("ROLLBACK").await.is_ok() {
+            self.open = false;
+        }
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if self.open {
+            if let Some(client) = self.client.take() {
+                drop(Object::take(client));
+            }
+        }
+    }
+}
+
+fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
+}
+
+impl PostgresStore {
+    async fn write(&self, tx: &mut Tx, write: &WriteSet) -> Result<(), CommitError> {
+        let (ns, id) = (write.ns.as_str(), write.id.as_str());
+        let mut numbers = Vec::with_capacity(write.turns.len());
+        for t in &write.turns {
+            numbers.push(int(t.number, "turn number")?);
+        }
+        let message_ids: Vec<&str> = write.turns.iter().map(|t| t.message_id.as_str()).collect();
+        let c = tx.client();
+        let lock = c
+            .prepare_cached(LOCK_INSTANCE)
+            .await
+            .map_err(pg("prepare a statement"))?;
+        let check = c
+            .prepare_cached(CHECK_TURNS)
+            .await
+            .map_err(pg("prepare a statement"))?;
+        let begin = match write.durability {
+            Durability::Relaxed => "BEGIN; SET LOCAL synchronous_commit TO OFF",
+            _ => "BEGIN",
+        };
+
+        // First pipeline: begin, lock the instance, read the turns the write set touches.
+        tx.open = true;
+        let c = tx.client();
+        let key: [&(dyn ToSql + Sync); 2] = [&ns, &id];
+        let (begun, current, kept) = tokio::join!(
+            c.batch_execute(begin),
+            c.query_opt(&lock, &key),
+            async {
+                if write.turns.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    c.query(&check, &[&ns, &id, &numbers, &message_ids]).await
+                }
+            }
+        );
+        begun.map_err(pg("begin a transaction"))?;
+        let current = current.map_err(pg(format_args!("lock instance `{id}`")))?;
+        let kept = kept.map_err(pg(format_args!("read the turns of `{id}`")))?;
+        let (current_revision, current_due) = match &current {
+            Some(row) => (
+                Some(uint(row.get(0), "revision")?),
+                row.get::<_, Option<i64>>(1),
+            ),
+            None => (None, None),
+        };
+        check_revision(current_revision, write)?;
+        self.check_turns(ns, id, write, &kept).await?;
+
+        let change = Change::of(write);
+        let sooner = match (change.due_at_ms, current_due) {
+            (Some(new), Some(old)) => new < old,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let payload = (change.settled || sooner).then(|| self.inner.notices.payload(&change));
+
+        // Second pipeline: the writes, the notice and the commit.
+        let c = tx.client();
+        let notify = c
+            .prepare_cached(NOTIFY)
+            .await
+            .map_err(pg("prepare a statement"))?;
+        let channel = self.inner.notices.channel.as_str();
+        let Some(inst) = &write.instance else {
+            let delete_turns = c
+                .prepare_cached(DELETE_TURNS)
+                .await
+                .map_err(pg("prepare a statement"))?;
+            let delete = c
+                .prepare_cached(DELETE_INSTANCE)
+                .await
+                .map_err(pg("prepare a statement"))?;
+            let (turns, instance, notified, committed) = tokio::join!(
+                c.execute(&delete_turns, &key),
+                c.execute(&delete, &key),
+                async {
+                    match &payload {
+                        Some(p) => c.execute(&notify, &[&channel, p]).await,
+                        None => Ok(0),
+                    }
+                },
+                c.batch_execute("COMMIT"),
+            );
+            turns.map_err(pg(format_args!("delete the turns of `{id}`")))?;
+            instance.map_err(pg(format_args!("delete instance `{id}`")))?;
+            notified.map_err(pg("send the change notice"))?;
+            committed.map_err(pg("commit"))?;
+            tx.open = false;
+            return Ok(());
+        };
+
+        let upsert = c
+            .prepare_cached(UPSERT_TURNS)
+            .await
+            .map_err(pg("prepare a statement"))?;
+        let creating = current.is_none();
+        let sql = match (creating, write.retention.is_some()) {
+            (true, false) => CREATE_INSTANCE,
+            (false, false) => UPDATE_INSTANCE,
+            (true, true) => create_pruning(),
+            (false, true) => update_pruning(),
+        };
+        let instance_statement = c.prepare_cached(sql).await.map_err(pg("prepare a statement"))?;
+        let finished: Vec<bool> = write.turns.iter().map(TurnRecord::is_finished).collect();
+        let finished_at: Vec<Option<i64>> = write.turns.iter().map(|t| t.finished_at_ms).collect();
+        let mut bodies = Vec::with_capacity(write.turns.len());
+        for t in &write.turns {
+            bodies.push(
+                serde_json::to_string(t)
+                    .map_err(|e| StoreError::new(format!("postgres: encode a turn: {e}")))?,
+            );
+        }
+        let body = serde_json::to_string(inst)
+            .map_err(|e| StoreError::new(format!("postgres: encode an instance: {e}")))?;
+        let revision = int(inst.revision, "revision")?;
+        let pending = int(inst.pending.len() as u64, "pending count")?;
+        let (keep_turns, keep_since) = match write.retention {
+            Some(r) => (clamp(r.keep_turns.max(1)), r.keep_since_ms),
+            None => (0, 0),
+        };
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+            &ns,
+            &id,
+            &inst.workflow_type,
+            &inst.version,
+            &revision,
+            &pending,
+            &inst.due_at_ms,
+            &body,
+        ];
+        if write.retention.is_some() {
+            params.push(&keep_turns);
+            params.push(&keep_since);
+        }
+        let (turns, instance, notified, committed) = tokio::join!(
+            async {
+                if write.turns.is_empty() {
+                    Ok(0)
+                } else {
+                    c.execute(
+                        &upsert,
+                        &[&ns, &id, &numbers, &message_ids, &finished, &finished_at, &bodies],
+                    )
+                    .await
+                }
+            },
+            c.execute(&instance_statement, &params),
+            async {
+                match &payload {
+                    Some(p) => c.execute(&notify, &[&channel, p]).await,
+                    None => Ok(0),
+                }
+            },
+            c.batch_execute("COMMIT"),
+        );
+        // A failed statement aborts the transaction, and the `COMMIT` after it rolls it back.
+        let failed = turns.as_ref().err().or(instance.as_ref().err());
+        if let Some(e) = failed {
+            if creating && is_unique_violation(e) {
+                // Another process created the instance (or a turn of it) first.
+                return Err(CommitError::Conflict);
+            }
+        }
+        turns.map_err(pg(format_args!("write the turns of `{id}`")))?;
+        instance.map_err(pg(format_args!("write instance `{id}`")))?;
+        notified.map_err(pg("send the change notice"))?;
+        committed.map_err(pg("commit"))?;
+        tx.open = false;
+        Ok(())
+    }
+
+    /// The checks of the contract on the turns a write set replaces: a finished turn is not
+    /// rewritten, a turn keeps its message id, and message ids stay unique.
+    async fn check_turns(
+        &self,
+        ns: &str,
+        id: &str,
+        write: &WriteSet,
+        kept: &[Row],
+    ) -> Result<(), CommitError> {
+        for (i, t) in write.turns.iter().enumerate() {
+            let number = int(t.number, "turn number")?;
+            for row in kept {
+                let (n, message_id, finished): (i64, &str, bool) =
+                    (row.get(0), row.get(1), row.get(2));
+                if n == number {
+                    if finished && self.turn(ns, id, row.get(3)).await? != *t {
+                        return Err(StoreError::new(format!(
+                            "turn {} of `{id}` is in history and cannot be rewritten",
+                            t.number
+                        ))
+                        .into());
+                    }
+                    if message_id != t.message_id {
+                        return Err(StoreError::new(format!(
+                            "turn {} changed its message id",
+                            t.number
+                        ))
+                        .into());
+                    }
+                } else if message_id == t.message_id {
+                    return Err(CommitError::MessageIdTaken {
+                        message_id: t.message_id.clone(),
+                    });
+                }
+            }
+            let repeated = write.turns[..i]
+                .iter()
+                .any(|o| o.message_id == t.message_id && o.number != t.number);
+            if repeated {
+                return Err(CommitError::MessageIdTaken {
+                    message_id: t.message_id.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn workflow_arrays(workflows: &[WorkflowRef]) -> (Vec<&str>, Vec<&str>) {
+    workflows
+        .iter()
+        .map(|w| (w.workflow_type.as_str(), w.version.as_str()))
+        .unzip()
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn load_instance(
+        &self,
+        ns: &str,
+        id: &str,
+    ) -> Result<Option<InstanceRecord>, StoreError> {
+        let what = || format!("read instance `{id}`");
+        match self.query_opt(LOAD_INSTANCE, &[&ns, &id], what).await? {
+            Some(row) => Ok(Some(self.instance(ns, id, &row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn load_turn(
+        &self,
+        ns: &str,
+        id: &str,
+        number: u64,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let what = || format!("read turn {number} of `{id}`");
+        let n = clamp(number);
+        match self.query_opt(LOAD_TURN, &[&ns, &id, &n], what).await? {
+            Some(row) => Ok(Some(self.turn(ns, id, row.get(0)).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn find_message(
+        &self,
+        ns: &str,
+        id: &str,
+        message_id: &str,
+    ) -> Result<Option<TurnRecord>, StoreError> {
+        let what = || format!("find message `{message_id}` of `{id}`");
+        match self
+            .query_opt(FIND_MESSAGE, &[&ns, &id, &message_id], what)
+            .await?
+        {
+            Some(row) => Ok(Some(self.turn(ns, id, row.get(0)).await?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn list_turns(
+        &self,
+        ns: &str,
+        id: &str,
+        range: TurnRange,
+    ) -> Result<Vec<TurnRecord>, StoreError> {
+        let after = range.after.map_or(-1, clamp);
+        let limit = clamp(range.limit as u64);
+        let what = || format!("list the turns of `{id}`");
+        let rows = self
+            .query(LIST_TURNS, &[&ns, &id, &range.finished, &after, &limit], what)
+            .await?;
+        let mut turns = Vec::with_capacity(rows.len());
+        for row in &rows {
+            turns.push(self.turn(ns, id, row.get(0)).await?);
+        }
+        Ok(turns)
+    }
+
+    async fn list_instances(
+        &self,
+        ns: &str,
+        filter: InstanceFilter,
+    ) -> Result<Vec<InstanceRecord>, StoreError> {
+        let limit = clamp(filter.limit as u64);
+        let rows = self
+            .query(
+                LIST_INSTANCES,
+                &[
+                    &ns,
+                    &filter.workflow_type,
+                    &filter.version,
+                    &filter.after,
+                    &limit,
+                ],
+                || "list instances".into(),
+            )
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let id: &str = row.get(2);
+            // Listings leave unreadable instances out (they are logged).
+            if let Ok(record) = self.instance(ns, id, row).await {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn count_instances(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: Option<&str>,
+    ) -> Result<(u64, u64), StoreError> {
+        let rows = self
+            .query(
+                COUNT_INSTANCES,
+                &[&ns, &workflow_type, &version],
+                || "count instances".into(),
+            )
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::new("postgres: a count answered no row"))?;
+        Ok((uint(row.get(0), "count")?, uint(row.get(1), "count")?))
+    }
+
+    async fn due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+        now: Millis,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let (types, versions) = workflow_arrays(workflows);
+        let limit = clamp(limit as u64);
+        let rows = self
+            .query(
+                DUE,
+                &[&ns, &types, &versions, &now, &limit],
+                || "read the schedule".into(),
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    async fn next_due(
+        &self,
+        ns: &str,
+        workflows: &[WorkflowRef],
+    ) -> Result<Option<Millis>, StoreError> {
+        let (types, versions) = workflow_arrays(workflows);
+        let rows = self
+            .query(NEXT_DUE, &[&ns, &types, &versions], || {
+                "read the schedule".into()
+            })
+            .await?;
+        Ok(rows.first().and_then(|r| r.get(0)))
+    }
+
+    async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
+        let mut tx = Tx {
+            client: Some(self.client().await?),
+            open: false,
+        };
+        let result = self.write(&mut tx, &write).await;
+        if result.is_err() {
+            tx.rollback().await;
+        }
+        result
+    }
+
+    async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {
+        let Some(row) = self
+            .query_opt(
+                "SELECT body FROM instances WHERE ns = $1 AND id = $2",
+                &[&ns, &id],
+                || format!("read instance `{id}`"),
+            )
+            .await?
+        else {
+            return Ok(false);
+        };
+        let mut readable = serde_json::from_str::<InstanceRecord>(row.get(0)).is_ok();
+        if readable {
+            let turns = self
+                .query(
+                    "SELECT body FROM turns WHERE ns = $1 AND id = $2",
+                    &[&ns, &id],
+                    || format!("read the turns of `{id}`"),
+                )
+                .await?;
+            readable = turns
+                .iter()
+                .all(|t| serde_json::from_str::<TurnRecord>(t.get(0)).is_ok());
+        }
+        if readable {
+            return Ok(false);
+        }
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(pg("begin a transaction"))?;
+        let what = || format!("delete unreadable instance `{id}`");
+        tx.execute(DELETE_TURNS, &[&ns, &id])
+            .await
+            .map_err(|e| pg(what())(e))?;
+        tx.execute(DELETE_INSTANCE, &[&ns, &id])
+            .await
+            .map_err(|e| pg(what())(e))?;
+        tx.commit().await.map_err(|e| pg(what())(e))?;
+        tracing::warn!(ns, id, "postgres: deleted an unreadable instance");
+        Ok(true)
+    }
+
+    async fn health(&self) -> Result<(), StoreError> {
+        self.inner.notices.health()
+    }
+
+    fn watch(&self, watcher: Watcher) {
+        self.inner.notices.watch(watcher);
+    }
+}
