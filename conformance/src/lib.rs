@@ -67,6 +67,30 @@ pub trait Fixture: Send + Sync + 'static {
     fn advance(&self, by: Duration);
 }
 
+/// What a conformance macro's `$make` may return: a [`Fixture`], or `Option` of one for a
+/// fixture that needs a service (PostgreSQL) and answers `None`, after printing why, when it is
+/// not there; the case then passes without running.
+pub trait MaybeFixture {
+    /// The fixture.
+    type Fixture: Fixture;
+    /// The fixture, if there is one.
+    fn into_fixture(self) -> Option<Self::Fixture>;
+}
+
+impl<F: Fixture> MaybeFixture for F {
+    type Fixture = F;
+    fn into_fixture(self) -> Option<F> {
+        Some(self)
+    }
+}
+
+impl<F: Fixture> MaybeFixture for Option<F> {
+    type Fixture = F;
+    fn into_fixture(self) -> Option<F> {
+        self
+    }
+}
+
 /// Move a fixture's clock forward by `ms` milliseconds.
 pub fn advance_ms(f: &impl Fixture, ms: u64) {
     f.advance(Duration::from_millis(ms));
@@ -229,7 +253,11 @@ macro_rules! __conformance_cases {
                     async fn $case() {
                         let config: $crate::__turnwise::EngineConfig =
                             $crate::__conformance_config!($($config)?);
-                        let fixture = ($make)(config).await;
+                        let made = ($make)(config).await;
+                        // `None`: the fixture's service is not there, and it said so.
+                        let Some(fixture) = $crate::MaybeFixture::into_fixture(made) else {
+                            return;
+                        };
                         $crate::$module::$case(fixture).await;
                     }
                 )*

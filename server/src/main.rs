@@ -1,7 +1,7 @@
 //! `turnwise`: the command line of the turnwise server.
 //!
 //! ```text
-//! turnwise serve --db turnwise.db [--bind 127.0.0.1:7400] [--api-token TOKEN]
+//! turnwise serve --db turnwise.db|postgres://… [--bind 127.0.0.1:7400] [--api-token TOKEN]
 //!                [--header-read-timeout SECS] [--body-read-timeout SECS] [--idle-timeout SECS]
 //!                [--max-connections N]
 //! ```
@@ -12,7 +12,6 @@
 //! the server prints `turnwise listening on http://<addr>` on stdout.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -39,15 +38,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the message-workflow HTTP API over a SQLite file.
+    /// Serve the message-workflow HTTP API over a SQLite file or a PostgreSQL database.
     Serve(ServeArgs),
 }
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// The SQLite file holding the workflows (created if missing).
-    #[arg(long, value_name = "FILE")]
-    db: PathBuf,
+    /// Where the workflows are kept: the path of a SQLite file (created if missing), or a
+    /// PostgreSQL database, `postgres://user:password@host:port/database`, which any number of
+    /// `turnwise serve` nodes and embedded engines may share.
+    #[arg(
+        long,
+        value_name = "FILE|URL",
+        env = "TURNWISE_DB",
+        hide_env_values = true
+    )]
+    db: String,
     /// The address to listen on. A non-loopback address needs an API token.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7400")]
     bind: String,
@@ -142,9 +148,10 @@ async fn run(args: ServeArgs) -> Result<(), String> {
             ));
         }
     }
-    let engine = turnwise::Engine::open(&args.db)
+    let db = redacted(&args.db);
+    let engine = turnwise::Engine::connect(&args.db)
         .await
-        .map_err(|e| format!("cannot open the database {}: {e}", args.db.display()))?;
+        .map_err(|e| format!("cannot open the database {db}: {e}"))?;
     let listener = tokio::net::TcpListener::bind(&addrs[..])
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.bind))?;
@@ -165,7 +172,7 @@ async fn run(args: ServeArgs) -> Result<(), String> {
     }
     let app = router(engine, options.clone());
 
-    tracing::info!(addr = %local, db = %args.db.display(), "turnwise listening");
+    tracing::info!(addr = %local, db = %db, "turnwise listening");
     println!("turnwise listening on http://{local}");
 
     let stop = shutdown.clone();
@@ -183,6 +190,21 @@ async fn run(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("the server failed: {e}"))?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A `--db` value fit for logs: a URL's password replaced by `***`.
+fn redacted(db: &str) -> String {
+    let Some((scheme, rest)) = db.split_once("://") else {
+        return db.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((name, _password)) => format!("{scheme}://{name}:***@{host}{tail}"),
+            None => db.to_owned(),
+        },
+        None => db.to_owned(),
+    }
 }
 
 /// SIGTERM or SIGINT (Ctrl-C).

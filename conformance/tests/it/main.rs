@@ -9,7 +9,9 @@ mod common;
 
 mod accepted_values;
 mod embedded_memory;
+mod embedded_postgres;
 mod embedded_sqlite;
 mod http;
+mod http_postgres;
 mod http_runtime;
 mod http_worker_errors;

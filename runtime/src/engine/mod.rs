@@ -224,9 +224,11 @@ impl Engine {
     /// # let _ = (local, shared); Ok(()) }
     /// ```
     pub async fn connect(address: &str) -> Result<Self> {
-        let postgres = ["postgres://", "postgresql://"]
-            .iter()
-            .any(|scheme| address.get(..scheme.len()).is_some_and(|s| s.eq_ignore_ascii_case(scheme)));
+        let postgres = ["postgres://", "postgresql://"].iter().any(|scheme| {
+            address
+                .get(..scheme.len())
+                .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+        });
         if postgres {
             #[cfg(feature = "postgres")]
             {

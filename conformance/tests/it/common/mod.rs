@@ -20,6 +20,8 @@ pub struct HttpFixture {
     engine: Engine,
     clock: ManualClock,
     shutdown: Shutdown,
+    /// Whatever must outlive the server (a test database schema).
+    _guard: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl HttpFixture {
@@ -53,7 +55,14 @@ impl HttpFixture {
             engine,
             clock,
             shutdown,
+            _guard: None,
         }
+    }
+
+    /// Keep `guard` alive as long as the fixture.
+    pub fn keep_alive(mut self, guard: impl std::any::Any + Send + Sync) -> Self {
+        self._guard = Some(Box::new(guard));
+        self
     }
 
     /// A client of the server (clones share one connection pool).

@@ -360,7 +360,9 @@ impl PostgresStore {
                 record.history_pruned_through = uint(row.get(1), "history_pruned_through")?;
                 Ok(record)
             }
-            Err(e) => Err(self.quarantine(ns, id, format!("its instance record: {e}")).await),
+            Err(e) => Err(self
+                .quarantine(ns, id, format!("its instance record: {e}"))
+                .await),
         }
     }
 
@@ -374,7 +376,12 @@ impl PostgresStore {
     /// Log an unreadable instance, take it off the schedule so that claims stop tripping on
     /// it, and answer the error.
     async fn quarantine(&self, ns: &str, id: &str, reason: String) -> StoreError {
-        tracing::error!(ns, id, reason, "postgres: an instance's stored record cannot be read");
+        tracing::error!(
+            ns,
+            id,
+            reason,
+            "postgres: an instance's stored record cannot be read"
+        );
         let _ = self
             .query(
                 "UPDATE instances SET due_at_ms = NULL WHERE ns = $1 AND id = $2",
@@ -468,7 +475,9 @@ struct Tx {
 
 impl Tx {
     fn client(&self) -> &Object {
-        self.client.as_ref().expect("a Tx holds its client until dropped")
+        self.client
+            .as_ref()
+            .expect("a Tx holds its client until dropped")
     }
 
     async fn rollback(&mut self) {
@@ -518,17 +527,14 @@ impl PostgresStore {
         tx.open = true;
         let c = tx.client();
         let key: [&(dyn ToSql + Sync); 2] = [&ns, &id];
-        let (begun, current, kept) = tokio::join!(
-            c.batch_execute(begin),
-            c.query_opt(&lock, &key),
-            async {
+        let (begun, current, kept) =
+            tokio::join!(c.batch_execute(begin), c.query_opt(&lock, &key), async {
                 if write.turns.is_empty() {
                     Ok(Vec::new())
                 } else {
                     c.query(&check, &[&ns, &id, &numbers, &message_ids]).await
                 }
-            }
-        );
+            });
         begun.map_err(pg("begin a transaction"))?;
         let current = current.map_err(pg(format_args!("lock instance `{id}`")))?;
         let kept = kept.map_err(pg(format_args!("read the turns of `{id}`")))?;
@@ -596,7 +602,10 @@ impl PostgresStore {
             (true, true) => create_pruning(),
             (false, true) => update_pruning(),
         };
-        let instance_statement = c.prepare_cached(sql).await.map_err(pg("prepare a statement"))?;
+        let instance_statement = c
+            .prepare_cached(sql)
+            .await
+            .map_err(pg("prepare a statement"))?;
         let finished: Vec<bool> = write.turns.iter().map(TurnRecord::is_finished).collect();
         let finished_at: Vec<Option<i64>> = write.turns.iter().map(|t| t.finished_at_ms).collect();
         let mut bodies = Vec::with_capacity(write.turns.len());
@@ -635,7 +644,15 @@ impl PostgresStore {
                 } else {
                     c.execute(
                         &upsert,
-                        &[&ns, &id, &numbers, &message_ids, &finished, &finished_at, &bodies],
+                        &[
+                            &ns,
+                            &id,
+                            &numbers,
+                            &message_ids,
+                            &finished,
+                            &finished_at,
+                            &bodies,
+                        ],
                     )
                     .await
                 }
@@ -774,7 +791,11 @@ impl Store for PostgresStore {
         let limit = clamp(range.limit as u64);
         let what = || format!("list the turns of `{id}`");
         let rows = self
-            .query(LIST_TURNS, &[&ns, &id, &range.finished, &after, &limit], what)
+            .query(
+                LIST_TURNS,
+                &[&ns, &id, &range.finished, &after, &limit],
+                what,
+            )
             .await?;
         let mut turns = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -820,11 +841,9 @@ impl Store for PostgresStore {
         version: Option<&str>,
     ) -> Result<(u64, u64), StoreError> {
         let rows = self
-            .query(
-                COUNT_INSTANCES,
-                &[&ns, &workflow_type, &version],
-                || "count instances".into(),
-            )
+            .query(COUNT_INSTANCES, &[&ns, &workflow_type, &version], || {
+                "count instances".into()
+            })
             .await?;
         let row = rows
             .first()
@@ -842,11 +861,9 @@ impl Store for PostgresStore {
         let (types, versions) = workflow_arrays(workflows);
         let limit = clamp(limit as u64);
         let rows = self
-            .query(
-                DUE,
-                &[&ns, &types, &versions, &now, &limit],
-                || "read the schedule".into(),
-            )
+            .query(DUE, &[&ns, &types, &versions, &now, &limit], || {
+                "read the schedule".into()
+            })
             .await?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }

@@ -94,7 +94,10 @@ impl Notices {
         let Ok((node, ns, id, workflow_type, version, due_at_ms, settled)) =
             serde_json::from_str::<Fields>(n.payload())
         else {
-            tracing::warn!(payload = n.payload(), "postgres: an unreadable change notice");
+            tracing::warn!(
+                payload = n.payload(),
+                "postgres: an unreadable change notice"
+            );
             return self.deliver(&Notice::Missed);
         };
         if node == self.node {

@@ -87,7 +87,11 @@ impl TestPostgres {
     pub fn url(&self) -> String {
         let path = format!("-csearch_path%3D{}", self.schema);
         if self.base_url.contains("://") {
-            let sep = if self.base_url.contains('?') { '&' } else { '?' };
+            let sep = if self.base_url.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
             format!("{}{sep}options={path}", self.base_url)
         } else {
             format!("{} options='-c search_path={}'", self.base_url, self.schema)
