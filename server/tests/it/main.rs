@@ -6,6 +6,7 @@
 mod common;
 
 mod accepted_values;
+mod cli;
 mod http_await_turn;
 mod http_bad_input;
 mod http_connections;
