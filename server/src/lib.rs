@@ -408,7 +408,16 @@ async fn request_context(
             );
         }
         let latency_ms = started.elapsed().as_millis() as u64;
-        if status.is_server_error() {
+        if probe {
+            // A load balancer probes every few seconds; what makes the server unready (a store
+            // that cannot write, a shutdown) is logged once where it happens.
+            tracing::debug!(
+                target: "turnwise_server::http",
+                %method, %path, status = status.as_u16(), code = %error.code,
+                latency_ms, request_id = %id, message = %error.message,
+                "probe refused"
+            );
+        } else if status.is_server_error() {
             tracing::warn!(
                 target: "turnwise_server::http",
                 %method, %path, status = status.as_u16(), code = %error.code,
