@@ -3,8 +3,8 @@
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 use turnwise::protocol::{
-    HistoryQuery, InboxQuery, InstanceStatus, ListInstancesQuery, TurnQuery, WorkflowInstance,
-    WorkflowTurn,
+    HistoryQuery, InboxQuery, InstanceStatus, ListInstancesQuery, TurnQuery, TurnStatus,
+    WorkflowInstance, WorkflowTurn,
 };
 use turnwise::Backend;
 
@@ -296,10 +296,8 @@ pub async fn history(ctx: &Ctx, args: HistoryArgs) -> Result<(), Failure> {
         "RESULT",
     ]);
     for t in &page.turns {
-        let result = match &t.error {
-            Some(e) if !t.status.is_outcome() || t.result.is_null() => {
-                format!("error: {}", one_line(e, 60))
-            }
+        let result = match (&t.error, t.status) {
+            (Some(e), TurnStatus::Failed) => format!("error: {}", one_line(e, 60)),
             _ => compact(&t.result, 60),
         };
         table.row(vec![

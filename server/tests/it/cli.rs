@@ -414,6 +414,11 @@ async fn writes_and_operator_actions() {
         .await
         .json();
     assert_eq!(skipped["current_turn"]["number"], 2);
+    let history = turnwise(base, None, &["history", "c-1"]).await;
+    let row = history.text().lines().nth(1).unwrap();
+    assert!(row.starts_with("1 "), "{history:#?}");
+    assert!(row.contains("failed"), "{history:#?}");
+    assert!(row.ends_with("error: the disk was full"), "{history:#?}");
 
     // Turn 2 asks to be retried in an hour: wake makes it ready now.
     let task = claim(&http).await;
