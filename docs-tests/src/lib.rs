@@ -34,6 +34,7 @@ documents! {
     http => "../../docs/http.md",
     http_client => "../../docs/http-client.md",
     macros => "../../docs/macros.md",
+    operations => "../../docs/operations.md",
     performance => "../../docs/performance.md",
     protocol => "../../docs/protocol.md",
     testing => "../../docs/testing.md",

@@ -119,7 +119,8 @@ impl Default for Shutdown {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ServerOptions {
-    /// When set, every route requires `Authorization: Bearer <token>` (401 otherwise).
+    /// When set, every route but the `/healthz` and `/readyz` probes requires
+    /// `Authorization: Bearer <token>` (401 otherwise).
     pub api_token: Option<String>,
     /// The largest request body, in bytes (413 past it). Default 1 MiB.
     pub body_limit: usize,
@@ -314,6 +315,12 @@ fn authenticate(options: &ServerOptions, req: &Request) -> Option<ApiError> {
     }
 }
 
+/// Whether `path` is one of the two probes (`GET /healthz`, `GET /readyz`), the only routes
+/// served without the bearer token: they say whether the server is up, nothing about its data.
+fn is_probe(path: &str) -> bool {
+    path == routes::HEALTHZ || path == routes::READYZ
+}
+
 /// Compare without leaking where the first difference is (only whether the lengths differ).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
@@ -366,7 +373,12 @@ async fn request_context(
     // A clone of the URI shares its bytes with the request: no copy of the path.
     let uri = req.uri().clone();
     let path = uri.path();
-    let refused = authenticate(&options, &req).or_else(|| too_large(&options, &req));
+    let probe = is_probe(path);
+    let refused = if probe {
+        too_large(&options, &req)
+    } else {
+        authenticate(&options, &req).or_else(|| too_large(&options, &req))
+    };
     let mut res = match refused {
         Some(refused) => refused.into_response(),
         None => next.run(req).await,
@@ -396,7 +408,16 @@ async fn request_context(
             );
         }
         let latency_ms = started.elapsed().as_millis() as u64;
-        if status.is_server_error() {
+        if probe {
+            // A load balancer probes every few seconds; what makes the server unready (a store
+            // that cannot write, a shutdown) is logged once where it happens.
+            tracing::debug!(
+                target: "turnwise_server::http",
+                %method, %path, status = status.as_u16(), code = %error.code,
+                latency_ms, request_id = %id, message = %error.message,
+                "probe refused"
+            );
+        } else if status.is_server_error() {
             tracing::warn!(
                 target: "turnwise_server::http",
                 %method, %path, status = status.as_u16(), code = %error.code,
@@ -411,6 +432,14 @@ async fn request_context(
                 "request refused"
             );
         }
+    } else if probe {
+        // Probed every few seconds by a load balancer: kept out of the `info` log.
+        tracing::debug!(
+            target: "turnwise_server::http",
+            %method, %path, status = status.as_u16(),
+            latency_ms = started.elapsed().as_millis() as u64, request_id = %id,
+            "request"
+        );
     } else {
         tracing::info!(
             target: "turnwise_server::http",

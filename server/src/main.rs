@@ -6,6 +6,13 @@
 //!                [--max-connections N]
 //! ```
 //!
+//! and the operator commands, clients of a running server (`turnwise --help` lists them, and
+//! `docs/operations.md` shows each):
+//!
+//! ```text
+//! turnwise [--url URL] [--token TOKEN] [--graph G] [--stack S] [--json] <command> ...
+//! ```
+//!
 //! The token may also come from `TURNWISE_API_TOKEN`, and each limit from its environment
 //! variable (`TURNWISE_HEADER_READ_TIMEOUT`, …; see `docs/http.md`). Without one the server listens on loopback
 //! addresses only. Logs go to stderr (`RUST_LOG` filters them, default `info`); once listening,
@@ -15,7 +22,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+mod cli;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use turnwise_server::{router, serve_with, ServerOptions, Shutdown};
 
 /// jemalloc rather than the platform's allocator: the engine's records are allocated on the
@@ -29,17 +38,22 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[command(
     name = "turnwise",
     version,
-    about = "Typed durable workflows: the turnwise server"
+    about = "Typed durable workflows: the turnwise server and its operator commands",
+    after_help = cli::EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten, next_help_heading = "Client options")]
+    client: cli::ClientArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Serve the message-workflow HTTP API over a SQLite file or a PostgreSQL database.
     Serve(ServeArgs),
+    #[command(flatten)]
+    Client(cli::Command),
 }
 
 #[derive(clap::Args)]
@@ -100,7 +114,8 @@ fn seconds(s: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -120,6 +135,15 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::Client(command) => runtime.block_on(cli::run(cli.client, command)),
+        Command::Serve(_) if cli::client_flag_given(&matches).is_some() => {
+            let flag = cli::client_flag_given(&matches).unwrap_or_default();
+            eprintln!(
+                "turnwise: --{flag} is an option of the client commands, not of `serve` \
+                 (the server's token is --api-token)"
+            );
+            ExitCode::from(2)
+        }
         Command::Serve(args) => match runtime.block_on(run(args)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {

@@ -57,6 +57,9 @@ pub(crate) fn routes() -> Router<AppState> {
         router.route(route.path(), handler(route))
     });
     offered
+        // For load balancers and orchestrators: no token, no namespace (see `crate::is_probe`).
+        .route(HEALTHZ, get(healthz))
+        .route(READYZ, get(readyz))
         // Routes of the wire that this server does not offer: a clear refusal, never a retry.
         .route(
             "/v1/workflows/turns/execution-credential",
@@ -296,6 +299,30 @@ async fn heartbeat(Ns(engine): Ns, Body(lease): Body<Lease>) -> ApiResult<Json<W
 }
 
 // ---- status and schemas -------------------------------------------------------------------
+
+/// The liveness probe's path.
+pub(crate) const HEALTHZ: &str = "/healthz";
+/// The readiness probe's path.
+pub(crate) const READYZ: &str = "/readyz";
+
+/// Liveness: the process serves requests. Touches neither the store nor the engine.
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Readiness: the store can take writes now ([`turnwise::Engine::health`], no query and no
+/// write) and the server is not shutting down; `503` saying why otherwise.
+async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+    if state.options.shutdown.is_triggered() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is shutting down: send new requests to another instance",
+        ));
+    }
+    state.engine.health().await?;
+    Ok(Json(json!({"status": "ok"})))
+}
 
 /// The status route counts at most this many instances.
 const STATUS_MAX_INSTANCES: usize = 10_000;

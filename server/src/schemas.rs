@@ -181,6 +181,55 @@ fn view(entry: &Entry) -> Value {
 /// At most this many validation errors are reported.
 const MAX_REPORTED: usize = 10;
 
+/// One way a value fails a JSON Schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// A JSON Pointer to the failing part of the value (`""` for the value itself).
+    pub instance_path: String,
+    /// A JSON Pointer to the schema keyword that failed.
+    pub schema_path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Violation {
+    /// `at `/path`: message`, the form the server's refusals list them in.
+    pub fn describe(&self) -> String {
+        let at = if self.instance_path.is_empty() {
+            "/"
+        } else {
+            self.instance_path.as_str()
+        };
+        format!("at `{at}`: {}", self.message)
+    }
+}
+
+/// Check `value` against the JSON Schema `schema` with the validator the server checks
+/// messages and signals with: the first violations (at most 10), none when `value` conforms
+/// or `schema` is `null`. `Err` says why `schema` is not a usable JSON Schema.
+///
+/// The `turnwise` CLI checks a message or signal with this before it sends it, against the
+/// document the server serves, so it refuses what the server would refuse, naming the path.
+pub fn violations(schema: &Value, value: &Value) -> Result<Vec<Violation>, String> {
+    if schema.is_null() {
+        return Ok(Vec::new());
+    }
+    let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+    Ok(collect(&validator, value))
+}
+
+fn collect(validator: &jsonschema::Validator, instance: &Value) -> Vec<Violation> {
+    validator
+        .iter_errors(instance)
+        .take(MAX_REPORTED)
+        .map(|e| Violation {
+            instance_path: e.instance_path().as_str().to_owned(),
+            schema_path: e.schema_path().as_str().to_owned(),
+            message: e.to_string(),
+        })
+        .collect()
+}
+
 /// A `400 schema_validation_failed` naming every failing path (JSON Pointers into `param`).
 fn check(
     validator: &jsonschema::Validator,
@@ -188,32 +237,17 @@ fn check(
     what: &str,
     instance: &Value,
 ) -> Result<(), ApiError> {
-    let errors: Vec<(String, String, String)> = validator
-        .iter_errors(instance)
-        .take(MAX_REPORTED)
-        .map(|e| {
-            (
-                e.instance_path().as_str().to_owned(),
-                e.schema_path().as_str().to_owned(),
-                e.to_string(),
-            )
-        })
-        .collect();
+    let errors = collect(validator, instance);
     if errors.is_empty() {
         return Ok(());
     }
-    let listed: Vec<String> = errors
-        .iter()
-        .map(|(path, _, msg)| {
-            let at = if path.is_empty() { "/" } else { path.as_str() };
-            format!("at `{at}`: {msg}")
-        })
-        .collect();
-    let first = &errors[0].0;
+    let listed: Vec<String> = errors.iter().map(Violation::describe).collect();
+    let first = &errors[0].instance_path;
     let details: Vec<Value> = errors
         .iter()
-        .map(|(path, schema_path, msg)| {
-            json!({"instance_path": path, "schema_path": schema_path, "message": msg})
+        .map(|v| {
+            json!({"instance_path": v.instance_path, "schema_path": v.schema_path,
+                   "message": v.message})
         })
         .collect();
     Err(ApiError::new(

@@ -431,6 +431,40 @@ impl Http {
         self.config.stack.as_deref()
     }
 
+    /// `GET /v1/workflows/schemas?workflow_type=`, retried: the schema documents registered
+    /// in this client's namespace, of one workflow type when `workflow_type` is given, as the
+    /// server answers them (each [`SchemaDocument`] with its `registered_at_ms`). Not part of
+    /// [`Backend`]: the embedded engine keeps no schemas.
+    pub async fn list_schemas(
+        &self,
+        workflow_type: Option<&str>,
+    ) -> Result<Vec<serde_json::Value>> {
+        let mut q = Vec::new();
+        push_opt(&mut q, "workflow_type", workflow_type);
+        let mut page: serde_json::Value = self.get(P_SCHEMAS, q).await?;
+        match page.get_mut("schemas").map(serde_json::Value::take) {
+            Some(serde_json::Value::Array(docs)) => Ok(docs),
+            _ => Err(Error::transport(format!(
+                "{P_SCHEMAS} answered a body without a `schemas` array"
+            ))),
+        }
+    }
+
+    /// `GET /v1/workflows/schemas?workflow_type=&version=`, retried: the schema document of
+    /// one workflow type and version, as the server answers it. [`Error::NotFound`] when none
+    /// is registered.
+    pub async fn get_schema(
+        &self,
+        workflow_type: &str,
+        version: &str,
+    ) -> Result<serde_json::Value> {
+        let q = vec![
+            ("workflow_type", workflow_type.to_owned()),
+            ("version", version.to_owned()),
+        ];
+        self.get(P_SCHEMAS, q).await
+    }
+
     /// POST `body` to `path` and answer the success body, to be read with [`Answer`]'s methods.
     async fn post<B: Serialize>(
         &self,

@@ -6,6 +6,8 @@
 mod common;
 
 mod accepted_values;
+mod cli;
+mod health;
 mod http_await_turn;
 mod http_bad_input;
 mod http_connections;

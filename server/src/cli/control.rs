@@ -1,0 +1,238 @@
+//! The writes: `send`, `signal`, the operator actions and `delete`.
+//!
+//! A message or signal is checked against the schema the server has registered for the
+//! instance's workflow type and version before it is sent, with the validator the server uses
+//! ([`turnwise_server::schemas::violations`]): a value that does not match is refused here,
+//! naming its JSON path, and nothing reaches the server.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::Value;
+use turnwise::protocol::{
+    ControlAction, ControlRequest, DeleteRequest, MessageOrigin, MessageRequest, SignalRequest,
+    WorkflowTurn,
+};
+use turnwise::{Backend, Error};
+
+use super::output::{compact, fields, time};
+use super::{Ctx, Exit, Failure};
+
+/// `send`.
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("body").required(true).args(["message", "message_file"])))]
+pub struct SendArgs {
+    /// The instance id.
+    id: String,
+    /// The message id: the idempotency key (sending the same id and message again answers the
+    /// same turn).
+    #[arg(long = "id", value_name = "MSG_ID")]
+    message_id: String,
+    /// The message, as JSON.
+    #[arg(long, value_name = "JSON")]
+    message: Option<String>,
+    /// A file holding the message as JSON (`-` for stdin).
+    #[arg(long, value_name = "FILE")]
+    message_file: Option<PathBuf>,
+}
+
+/// `signal`.
+#[derive(Args, Debug)]
+pub struct SignalArgs {
+    /// The instance id.
+    id: String,
+    /// The turn the signal is for.
+    #[arg(long, value_name = "N")]
+    turn: u64,
+    /// The signal name.
+    #[arg(long, value_name = "NAME")]
+    name: String,
+    /// The event id: one id is delivered once.
+    #[arg(long = "id", value_name = "EVENT_ID")]
+    event_id: String,
+    /// The value, as JSON.
+    #[arg(long, value_name = "JSON")]
+    value: String,
+}
+
+/// What is checked against which schema of the document.
+enum Checked<'a> {
+    Message,
+    Signal(&'a str),
+}
+
+pub async fn send(ctx: &Ctx, args: SendArgs) -> Result<(), Failure> {
+    let message = match (&args.message, &args.message_file) {
+        (Some(text), _) => parse_json("--message", text)?,
+        (None, Some(path)) => parse_json("--message-file", &read_file(path)?)?,
+        // clap's group makes one of them required.
+        (None, None) => return Err(Failure::invalid("give --message or --message-file")),
+    };
+    check(ctx, &args.id, Checked::Message, &message).await?;
+    let turn = ctx
+        .http
+        .send_message(MessageRequest {
+            workflow_id: args.id,
+            id: args.message_id,
+            message,
+            origin: Some(MessageOrigin::new("manual")),
+        })
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    print_turn_receipt(ctx, &turn, "message");
+    Ok(())
+}
+
+pub async fn signal(ctx: &Ctx, args: SignalArgs) -> Result<(), Failure> {
+    let value = parse_json("--value", &args.value)?;
+    check(ctx, &args.id, Checked::Signal(&args.name), &value).await?;
+    let turn = ctx
+        .http
+        .signal(SignalRequest {
+            workflow_id: args.id,
+            turn: args.turn,
+            id: args.event_id,
+            name: args.name,
+            value,
+        })
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    print_turn_receipt(ctx, &turn, "signal");
+    Ok(())
+}
+
+fn print_turn_receipt(ctx: &Ctx, turn: &WorkflowTurn, what: &str) {
+    if ctx.out.json {
+        ctx.out.print_json(turn);
+    } else {
+        println!(
+            "{what} admitted: turn {} of {} (message {}), {}",
+            turn.number, turn.workflow_id, turn.message_id, turn.status
+        );
+    }
+}
+
+pub async fn control(
+    ctx: &Ctx,
+    id: String,
+    action: ControlAction,
+    turn: Option<u64>,
+) -> Result<(), Failure> {
+    let inst = ctx
+        .http
+        .control(ControlRequest {
+            workflow_id: id,
+            action,
+            turn,
+        })
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    if ctx.out.json {
+        ctx.out.print_json(&inst);
+    } else {
+        let what = match turn {
+            Some(n) => format!("{action} turn {n} of {}", inst.id),
+            None => format!("{action} {}", inst.id),
+        };
+        println!("done: {what}");
+        fields(&[
+            ("status", inst.status.to_string()),
+            ("pending", inst.pending_messages.to_string()),
+            ("updated", time(inst.updated_at_ms)),
+        ]);
+    }
+    Ok(())
+}
+
+pub async fn delete(ctx: &Ctx, id: String) -> Result<(), Failure> {
+    let answer = ctx
+        .http
+        .delete_instance(DeleteRequest {
+            workflow_id: id.clone(),
+        })
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    if ctx.out.json {
+        ctx.out.print_json(&answer);
+    } else if answer.deleted {
+        println!("deleted {id}");
+    } else {
+        println!("no instance {id}: nothing to delete");
+    }
+    Ok(())
+}
+
+/// `value` parsed as JSON, or a failure naming `flag`.
+fn parse_json(flag: &str, text: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|e| {
+        Failure::invalid(format!("{flag} is not JSON: {e}"))
+            .with_param(flag.trim_start_matches('-'))
+    })
+}
+
+fn read_file(path: &PathBuf) -> Result<String, Failure> {
+    let read = if path.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    };
+    read.map_err(|e| {
+        Failure::invalid(format!(
+            "cannot read --message-file {}: {e}",
+            path.display()
+        ))
+        .with_param("message-file")
+    })
+}
+
+/// Check `value` against the instance's registered schema: the message schema, or the schema
+/// of the named signal. Nothing registered (or no schema for that signal name) passes, as it
+/// does on the server.
+async fn check(ctx: &Ctx, id: &str, what: Checked<'_>, value: &Value) -> Result<(), Failure> {
+    let inst = ctx.http.get_instance(id).await.map_err(|e| ctx.fail(e))?;
+    let doc = match ctx
+        .http
+        .get_schema(&inst.workflow_type, &inst.version)
+        .await
+    {
+        Ok(doc) => doc,
+        Err(Error::NotFound { .. }) => return Ok(()),
+        Err(e) => return Err(ctx.fail(e)),
+    };
+    let (schema, param, whose) = match what {
+        Checked::Message => (
+            doc.get("message"),
+            "message".to_owned(),
+            "the message schema".to_owned(),
+        ),
+        Checked::Signal(name) => (
+            doc.get("signals").and_then(|s| s.get(name)),
+            "value".to_owned(),
+            format!("the schema of signal `{name}`"),
+        ),
+    };
+    let Some(schema) = schema else {
+        return Ok(());
+    };
+    let found = turnwise_server::schemas::violations(schema, value).map_err(|why| {
+        Failure::new(
+            Exit::Other,
+            format!(
+                "the server's {whose} of {} {} is not a usable JSON Schema: {why}",
+                inst.workflow_type, inst.version
+            ),
+        )
+    })?;
+    let Some(first) = found.first() else {
+        return Ok(());
+    };
+    let listed: Vec<String> = found.iter().map(|v| v.describe()).collect();
+    Err(Failure::invalid(format!(
+        "`{param}` does not match {whose} of {} {}: {}; nothing was sent (the value: {})",
+        inst.workflow_type,
+        inst.version,
+        listed.join("; "),
+        compact(value, 200)
+    ))
+    .with_param(format!("{param}{}", first.instance_path)))
+}

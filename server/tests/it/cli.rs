@@ -1,0 +1,908 @@
+//! The `turnwise` client commands, run as a user runs them: the built binary against a server
+//! this test starts, every subcommand, in tables and in `--json`, with each class of exit code.
+//! The turns the commands look at are driven with the raw protocol over the `Http` backend.
+//! `docs/operations.md` shows these same command lines.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use turnwise::protocol::*;
+use turnwise::{Backend, Http};
+
+/// Bounds every wait of these tests.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// What one run of the binary did.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// Exit code 0, and stdout as JSON.
+    #[track_caller]
+    fn json(&self) -> Value {
+        assert_eq!(self.code, 0, "{self:#?}");
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:#?}"))
+    }
+
+    /// Exit code 0, and stdout as text.
+    #[track_caller]
+    fn text(&self) -> &str {
+        assert_eq!(self.code, 0, "{self:#?}");
+        &self.stdout
+    }
+
+    /// This exit code, and the `--json` error printed on stderr.
+    #[track_caller]
+    fn failed(&self, code: i32) -> Value {
+        assert_eq!(self.code, code, "{self:#?}");
+        assert!(
+            self.stdout.is_empty(),
+            "a failure prints nothing on stdout: {self:#?}"
+        );
+        let e: Value = serde_json::from_str(self.stderr.trim())
+            .unwrap_or_else(|e| panic!("stderr is not one JSON error ({e}): {self:#?}"));
+        assert_eq!(e["error"]["exit_code"], code, "{self:#?}");
+        e["error"].clone()
+    }
+}
+
+/// `turnwise <args>` against `base`, with no `TURNWISE_*` variable but the URL (and the token
+/// when given).
+async fn turnwise(base: &str, token: Option<&str>, args: &[&str]) -> Run {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_turnwise"));
+    cmd.args(args)
+        .env("TURNWISE_URL", base)
+        .env_remove("TURNWISE_API_TOKEN")
+        .env_remove("TURNWISE_GRAPH")
+        .env_remove("TURNWISE_STACK")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    if let Some(t) = token {
+        cmd.env("TURNWISE_API_TOKEN", t);
+    }
+    let out = tokio::time::timeout(PATIENCE, cmd.output())
+        .await
+        .expect("the command ends by itself")
+        .expect("run the turnwise binary");
+    Run {
+        code: out.status.code().expect("an exit code, not a signal"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The counter's schemas: a message `{"add": integer}`, a signal `approve` of `{"by": string}`.
+fn counter_schema() -> SchemaDocument {
+    SchemaDocument {
+        workflow_type: "counter".into(),
+        version: "v1".into(),
+        message: json!({"type": "object", "required": ["add"],
+                        "properties": {"add": {"type": "integer"}}}),
+        signals: BTreeMap::from([(
+            "approve".to_owned(),
+            json!({"type": "object", "required": ["by"],
+                   "properties": {"by": {"type": "string"}}}),
+        )]),
+        state: json!({"type": "object"}),
+        reply: json!({"type": "integer"}),
+    }
+}
+
+async fn create(http: &Http, id: &str, workflow_type: &str) {
+    http.create_instance(CreateInstanceRequest {
+        id: id.into(),
+        workflow_type: workflow_type.into(),
+        version: "v1".into(),
+        state: json!({"count": 0}),
+        lease_ms: None,
+        max_attempts: Some(3),
+        on_exhausted: None,
+    })
+    .await
+    .unwrap();
+}
+
+async fn send(http: &Http, id: &str, message_id: &str, message: Value) -> WorkflowTurn {
+    http.send_message(MessageRequest {
+        workflow_id: id.into(),
+        id: message_id.into(),
+        message,
+        origin: None,
+    })
+    .await
+    .unwrap()
+}
+
+/// Claim the ready counter turn (there must be one).
+async fn claim(http: &Http) -> TurnTask {
+    http.claim(ClaimRequest {
+        worker: "cli-test".into(),
+        workflows: vec![WorkflowRef::new("counter", "v1")],
+        wait_ms: 5_000,
+        include_execution_credential: None,
+    })
+    .await
+    .unwrap()
+    .task
+    .expect("a ready turn to claim")
+}
+
+fn lease(task: &TurnTask) -> Lease {
+    Lease {
+        workflow_id: task.turn.workflow_id.clone(),
+        turn: task.turn.number,
+        token: task.token.clone(),
+    }
+}
+
+async fn complete(http: &Http, task: &TurnTask, result: Value) {
+    http.complete(CompleteRequest {
+        lease: lease(task),
+        state: json!({"count": result}),
+        result,
+        continuation: None,
+        usage: Some(RunUsage {
+            calls: Some(2),
+            ..RunUsage::default()
+        }),
+        results: None,
+    })
+    .await
+    .unwrap();
+}
+
+async fn fail(http: &Http, task: &TurnTask, retry_at_ms: Option<i64>) {
+    http.fail(FailRequest {
+        lease: lease(task),
+        error: "the disk was full".into(),
+        non_retryable: retry_at_ms.is_none(),
+        retry_at_ms,
+        usage: None,
+        results: None,
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_print_tables_and_the_apis_json() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+    for (id, ty) in [("c-1", "counter"), ("c-2", "counter"), ("o-1", "other")] {
+        create(&http, id, ty).await;
+    }
+    send(&http, "c-1", "m1", json!({"add": 2})).await;
+
+    let all = turnwise(base, None, &["instances", "list", "--json"])
+        .await
+        .json();
+    let ids: Vec<&str> = all["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c-1", "c-2", "o-1"]);
+    assert!(all.get("next_after").is_none(), "{all}");
+
+    let table = turnwise(base, None, &["instances", "list", "--type", "counter"]).await;
+    let lines: Vec<&str> = table.text().lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two rows: {table:#?}");
+    for (line, words) in lines.iter().zip([
+        ["ID", "TYPE", "VERSION", "STATUS", "PENDING"],
+        ["c-1", "counter", "v1", "queued", "1"],
+        ["c-2", "counter", "v1", "idle", "0"],
+    ]) {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells[..5], words, "{table:#?}");
+    }
+
+    let queued = turnwise(
+        base,
+        None,
+        &["instances", "list", "--status", "queued", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(queued["instances"].as_array().unwrap().len(), 1);
+    assert_eq!(queued["instances"][0]["id"], "c-1");
+
+    let first = turnwise(base, None, &["instances", "list", "--limit", "1", "--json"])
+        .await
+        .json();
+    assert_eq!(first["instances"].as_array().unwrap().len(), 1);
+    assert_eq!(first["next_after"], "c-1");
+    let rest = turnwise(
+        base,
+        None,
+        &["instances", "list", "--after", "c-1", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(rest["instances"][0]["id"], "c-2");
+    assert_eq!(rest["instances"][1]["id"], "o-1");
+
+    let inst = turnwise(base, None, &["instances", "get", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(inst["id"], "c-1");
+    assert_eq!(inst["workflow_type"], "counter");
+    assert_eq!(inst["status"], "queued");
+    assert_eq!(inst["current_turn"]["message_id"], "m1");
+    let text = turnwise(base, None, &["instances", "get", "c-1"]).await;
+    assert!(text.text().contains("status:"), "{text:#?}");
+    assert!(text.text().contains("counter v1"), "{text:#?}");
+    assert!(text.text().contains(r#"{"count":0}"#), "{text:#?}");
+
+    let inbox = turnwise(base, None, &["inbox", "c-1", "--payloads", "--json"])
+        .await
+        .json();
+    assert_eq!(inbox["pending_messages"], 1);
+    assert_eq!(inbox["messages"][0]["message_id"], "m1");
+    assert_eq!(inbox["messages"][0]["message"], json!({"add": 2}));
+    let text = turnwise(base, None, &["inbox", "c-1"]).await;
+    assert!(
+        text.text()
+            .starts_with("c-1 (counter v1): queued, 1 pending"),
+        "{text:#?}"
+    );
+    assert!(text
+        .text()
+        .lines()
+        .any(|l| l.starts_with("1 ") && l.contains("m1")));
+
+    // Turn 1 runs and completes; turn 2 waits behind nothing.
+    let task = claim(&http).await;
+    complete(&http, &task, json!(2)).await;
+
+    let history = turnwise(base, None, &["history", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(history["turns"][0]["number"], 1);
+    assert_eq!(history["turns"][0]["status"], "completed");
+    assert_eq!(history["turns"][0]["result"], 2);
+    let later = turnwise(base, None, &["history", "c-1", "--after", "1", "--json"])
+        .await
+        .json();
+    assert_eq!(later["turns"], json!([]));
+    let text = turnwise(base, None, &["history", "c-1"]).await;
+    assert!(
+        text.text().lines().next().unwrap().starts_with("TURN"),
+        "{text:#?}"
+    );
+    assert!(text.text().contains("completed"), "{text:#?}");
+
+    let turn = turnwise(base, None, &["turn", "c-1", "1", "--json"])
+        .await
+        .json();
+    assert_eq!(turn["number"], 1);
+    assert_eq!(turn["message"], json!({"add": 2}));
+    assert_eq!(turn["state_after"], json!({"count": 2}));
+    let text = turnwise(base, None, &["turn", "c-1", "1"]).await;
+    assert!(text.text().contains("worker:"), "{text:#?}");
+    assert!(text.text().contains("cli-test"), "{text:#?}");
+
+    let runs = turnwise(base, None, &["runs", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(runs["workflow_id"], "c-1");
+    let run = &runs["runs"][0];
+    assert_eq!(run["turn"], 1);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["usage"]["calls"], 2);
+    assert!(run["id"].as_str().unwrap().ends_with("-c-1-1"), "{runs}");
+    let text = turnwise(base, None, &["runs", "c-1"]).await;
+    assert!(text.text().starts_with("RUN"), "{text:#?}");
+    assert!(text.text().contains("2 calls"), "{text:#?}");
+    assert_eq!(
+        turnwise(base, None, &["runs", "c-2"]).await.text(),
+        "no runs\n"
+    );
+
+    // --graph and --stack address another namespace.
+    let staged = http.with_graph("main").with_stack("dev");
+    create(&staged, "s-1", "counter").await;
+    let there = turnwise(
+        base,
+        None,
+        &[
+            "--graph",
+            "main",
+            "--stack",
+            "dev",
+            "instances",
+            "list",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(there["instances"].as_array().unwrap().len(), 1);
+    assert_eq!(there["instances"][0]["id"], "s-1");
+    turnwise(base, None, &["instances", "get", "s-1", "--json"])
+        .await
+        .failed(3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_and_operator_actions() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+    create(&http, "c-1", "counter").await;
+
+    let sent = turnwise(
+        base,
+        None,
+        &[
+            "send",
+            "c-1",
+            "--id",
+            "m1",
+            "--message",
+            r#"{"add": 2}"#,
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(sent["number"], 1);
+    assert_eq!(sent["status"], "queued");
+    assert_eq!(sent["origin"]["kind"], "manual");
+    // The same id and message again is the same turn.
+    let again = turnwise(
+        base,
+        None,
+        &["send", "c-1", "--id", "m1", "--message", r#"{"add": 2}"#],
+    )
+    .await;
+    assert!(again.text().contains("turn 1 of c-1"), "{again:#?}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m2.json");
+    std::fs::write(&file, r#"{"add": 40}"#).unwrap();
+    let from_file = turnwise(
+        base,
+        None,
+        &[
+            "send",
+            "c-1",
+            "--id",
+            "m2",
+            "--message-file",
+            file.to_str().unwrap(),
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(from_file["number"], 2);
+    assert_eq!(from_file["message"], json!({"add": 40}));
+
+    let paused = turnwise(base, None, &["pause", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(paused["status"], "paused");
+    let text = turnwise(base, None, &["resume", "c-1"]).await;
+    assert!(text.text().starts_with("done: resume c-1"), "{text:#?}");
+    assert!(text.text().contains("queued"), "{text:#?}");
+
+    // Turn 1 fails for good: retry runs it again, and when it fails again skip moves on.
+    let task = claim(&http).await;
+    fail(&http, &task, None).await;
+    let inst = turnwise(base, None, &["instances", "get", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(inst["status"], "failed");
+    let retried = turnwise(base, None, &["retry", "c-1", "--turn", "1", "--json"])
+        .await
+        .json();
+    assert_eq!(retried["status"], "queued");
+    let task = claim(&http).await;
+    fail(&http, &task, None).await;
+    let skipped = turnwise(base, None, &["skip", "c-1", "--turn", "1", "--json"])
+        .await
+        .json();
+    assert_eq!(skipped["current_turn"]["number"], 2);
+    let history = turnwise(base, None, &["history", "c-1"]).await;
+    let row = history.text().lines().nth(1).unwrap();
+    assert!(row.starts_with("1 "), "{history:#?}");
+    assert!(row.contains("failed"), "{history:#?}");
+    assert!(row.ends_with("error: the disk was full"), "{history:#?}");
+
+    // Turn 2 asks to be retried in an hour: wake makes it ready now.
+    let task = claim(&http).await;
+    assert_eq!(task.turn.number, 2);
+    let in_an_hour = task.turn.updated_at_ms + 3_600_000;
+    fail(&http, &task, Some(in_an_hour)).await;
+    let waiting = turnwise(base, None, &["turn", "c-1", "2", "--json"])
+        .await
+        .json();
+    assert_eq!(waiting["status"], "waiting");
+    let woken = turnwise(base, None, &["wake", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(woken["status"], "queued");
+
+    // A signal for turn 2, then turn 2 cancelled.
+    let signalled = turnwise(
+        base,
+        None,
+        &[
+            "signal",
+            "c-1",
+            "--turn",
+            "2",
+            "--name",
+            "approve",
+            "--id",
+            "e1",
+            "--value",
+            r#"{"by": "ann"}"#,
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(signalled["signals"][0]["id"], "e1");
+    assert_eq!(signalled["signals"][0]["value"], json!({"by": "ann"}));
+    let cancelled = turnwise(base, None, &["cancel", "c-1", "--turn", "2", "--json"])
+        .await
+        .json();
+    assert_eq!(cancelled["pending_messages"], 0);
+    let turn = turnwise(base, None, &["turn", "c-1", "2", "--json"])
+        .await
+        .json();
+    assert_eq!(turn["status"], "cancelled");
+
+    let deleted = turnwise(base, None, &["delete", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(deleted, json!({"deleted": true}));
+    let text = turnwise(base, None, &["delete", "c-1"]).await;
+    assert_eq!(text.text(), "no instance c-1: nothing to delete\n");
+    turnwise(base, None, &["instances", "get", "c-1", "--json"])
+        .await
+        .failed(3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_tell_the_failures_apart() {
+    let server = common::start(turnwise::Engine::in_memory(), Some("s3cret")).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, Some("s3cret".into())).unwrap();
+    create(&http, "c-1", "counter").await;
+    send(&http, "c-1", "m1", json!({"add": 1})).await;
+    let token = Some("s3cret");
+
+    // 0: done.
+    turnwise(base, token, &["instances", "get", "c-1", "--json"])
+        .await
+        .json();
+
+    // 3: not found, an instance and a turn.
+    let e = turnwise(base, token, &["instances", "get", "nope", "--json"])
+        .await
+        .failed(3);
+    assert_eq!(e["kind"], "not_found");
+    assert_eq!(e["code"], "not_found");
+    assert!(e["message"].as_str().unwrap().contains("nope"), "{e}");
+    turnwise(base, token, &["turn", "c-1", "9", "--json"])
+        .await
+        .failed(3);
+    let text = turnwise(base, token, &["history", "nope"]).await;
+    assert_eq!(text.code, 3, "{text:#?}");
+    assert!(text.stderr.starts_with("turnwise: "), "{text:#?}");
+
+    // 4: conflict, the same message id with another message.
+    let e = turnwise(
+        base,
+        token,
+        &[
+            "send",
+            "c-1",
+            "--id",
+            "m1",
+            "--message",
+            r#"{"add": 5}"#,
+            "--json",
+        ],
+    )
+    .await
+    .failed(4);
+    assert_eq!(e["kind"], "conflict");
+
+    // 5: authentication, a wrong token and none.
+    let e = turnwise(base, Some("wrong"), &["instances", "list", "--json"])
+        .await
+        .failed(5);
+    assert_eq!(e["kind"], "auth");
+    assert!(e["message"].as_str().unwrap().contains("--token"), "{e}");
+    turnwise(base, None, &["instances", "list", "--json"])
+        .await
+        .failed(5);
+    // The flag beats the environment.
+    turnwise(
+        base,
+        Some("wrong"),
+        &["--token", "s3cret", "instances", "list", "--json"],
+    )
+    .await
+    .json();
+
+    // 6: transport, a port nothing listens on.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let url = format!("http://{closed}");
+    let e = turnwise(
+        &url,
+        token,
+        &["--retries", "0", "instances", "list", "--json"],
+    )
+    .await
+    .failed(6);
+    assert_eq!(e["kind"], "unavailable");
+    assert!(e["message"].as_str().unwrap().contains(&url), "{e}");
+
+    // 2: invalid input, refused by the CLI (bad JSON, a bad URL, a missing flag) or by the
+    // server (an id outside the identifier rule).
+    let e = turnwise(
+        base,
+        token,
+        &[
+            "send",
+            "c-1",
+            "--id",
+            "m2",
+            "--message",
+            "{not json",
+            "--json",
+        ],
+    )
+    .await
+    .failed(2);
+    assert_eq!(e["param"], "message");
+    turnwise(
+        base,
+        token,
+        &["--url", "ftp://x", "instances", "list", "--json"],
+    )
+    .await
+    .failed(2);
+    let usage = turnwise(base, token, &["retry", "c-1"]).await;
+    assert_eq!(usage.code, 2, "clap's usage error: {usage:#?}");
+    assert!(usage.stderr.contains("--turn"), "{usage:#?}");
+    let e = turnwise(base, token, &["instances", "get", "no spaces", "--json"])
+        .await
+        .failed(2);
+    assert_eq!(e["code"], "invalid_request");
+    // `serve` does not take the client flags.
+    let serve = turnwise(base, token, &["serve", "--db", "x.db", "--token", "t"]).await;
+    assert_eq!(serve.code, 2, "{serve:#?}");
+    assert!(serve.stderr.contains("--api-token"), "{serve:#?}");
+
+    // 1: a watched turn that failed.
+    let task = http
+        .claim(ClaimRequest {
+            worker: "cli-test".into(),
+            workflows: vec![WorkflowRef::new("counter", "v1")],
+            wait_ms: 5_000,
+            include_execution_credential: None,
+        })
+        .await
+        .unwrap()
+        .task
+        .unwrap();
+    fail(&http, &task, None).await;
+    let e = turnwise(base, token, &["watch", "c-1", "--json"]).await;
+    assert_eq!(e.code, 1, "{e:#?}");
+    let last: Value = serde_json::from_str(e.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["status"], "failed");
+
+    // --help documents the codes.
+    let help = turnwise(base, None, &["--help"]).await;
+    for line in [
+        "3  not found",
+        "4  conflict",
+        "5  authentication",
+        "6  transport",
+    ] {
+        assert!(help.text().contains(line), "{line}: {help:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_and_schema_errors_caught_before_sending() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+    create(&http, "c-1", "counter").await;
+    assert_eq!(
+        turnwise(base, None, &["schemas", "list"]).await.text(),
+        "no schemas registered\n"
+    );
+    http.register_schema(&counter_schema()).await.unwrap();
+
+    let e = turnwise(
+        base,
+        None,
+        &[
+            "send",
+            "c-1",
+            "--id",
+            "bad",
+            "--message",
+            r#"{"add": "two"}"#,
+            "--json",
+        ],
+    )
+    .await
+    .failed(2);
+    assert_eq!(e["param"], "message/add");
+    // Refused by the CLI, not the server: no server code, and nothing was sent.
+    assert_eq!(e["code"], Value::Null, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("`/add`"), "{message}");
+    assert!(message.contains("nothing was sent"), "{message}");
+    let inbox = http
+        .instance_inbox(InboxQuery {
+            id: "c-1".into(),
+            ..InboxQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(inbox.pending_messages, 0, "the server saw no message");
+    let text = turnwise(
+        base,
+        None,
+        &["send", "c-1", "--id", "bad", "--message", r#"{}"#],
+    )
+    .await;
+    assert_eq!(text.code, 2, "{text:#?}");
+    assert!(
+        text.stderr.contains("\"add\" is a required property"),
+        "{text:#?}"
+    );
+
+    turnwise(
+        base,
+        None,
+        &[
+            "send",
+            "c-1",
+            "--id",
+            "good",
+            "--message",
+            r#"{"add": 2}"#,
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    let e = turnwise(
+        base,
+        None,
+        &[
+            "signal",
+            "c-1",
+            "--turn",
+            "1",
+            "--name",
+            "approve",
+            "--id",
+            "e1",
+            "--value",
+            r#"{"by": 3}"#,
+            "--json",
+        ],
+    )
+    .await
+    .failed(2);
+    assert_eq!(e["param"], "value/by");
+    assert_eq!(e["code"], Value::Null);
+    let turn = http
+        .turn(TurnQuery {
+            id: "c-1".into(),
+            turn: 1,
+        })
+        .await
+        .unwrap();
+    assert!(
+        turn.signals.as_ref().is_none_or(|s| s.is_empty()),
+        "the server saw no signal: {turn:?}"
+    );
+    // A signal name without a schema is not checked, as on the server.
+    turnwise(
+        base,
+        None,
+        &[
+            "signal", "c-1", "--turn", "1", "--name", "note", "--id", "e2", "--value", "3",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+
+    // The schema reads.
+    let table = turnwise(base, None, &["schemas", "list"]).await;
+    let row: Vec<&str> = table
+        .text()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row[..4],
+        ["counter", "v1", "checked", "approve"],
+        "{table:#?}"
+    );
+    let listed = turnwise(
+        base,
+        None,
+        &["schemas", "list", "--type", "counter", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(listed["schemas"][0]["workflow_type"], "counter");
+    assert!(listed["schemas"][0]["registered_at_ms"].is_i64());
+    assert_eq!(
+        turnwise(
+            base,
+            None,
+            &["schemas", "list", "--type", "other", "--json"]
+        )
+        .await
+        .json(),
+        json!({"schemas": []})
+    );
+    let doc = turnwise(base, None, &["schemas", "get", "counter", "v1", "--json"])
+        .await
+        .json();
+    assert_eq!(doc["message"], counter_schema().message);
+    let text = turnwise(base, None, &["schemas", "get", "counter", "v1"]).await;
+    assert!(text.text().contains("signal approve:"), "{text:#?}");
+    turnwise(base, None, &["schemas", "get", "counter", "v9", "--json"])
+        .await
+        .failed(3);
+
+    let registered = serde_json::to_value(counter_schema()).unwrap();
+    let exported = turnwise(base, None, &["schemas", "export"]).await.json();
+    assert_eq!(exported, json!([registered]));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("schemas");
+    let text = turnwise(
+        base,
+        None,
+        &["schemas", "export", "--dir", out.to_str().unwrap()],
+    )
+    .await;
+    assert!(text.text().starts_with("wrote "), "{text:#?}");
+    let file: Value =
+        serde_json::from_slice(&std::fs::read(out.join("counter-v1.json")).unwrap()).unwrap();
+    assert_eq!(file, registered);
+}
+
+/// `watch` on `id` with its stdout read line by line; the lines arrive on the channel.
+fn spawn_watch(
+    base: &str,
+    args: &[&str],
+) -> (common::ServerProcess, std::sync::mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_turnwise"))
+        .arg("watch")
+        .args(args)
+        .env("TURNWISE_URL", base)
+        .env_remove("TURNWISE_API_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (common::ServerProcess(child), rx)
+}
+
+/// The next line from `watch` that contains `text`, with the lines before it.
+fn wait_for_line(rx: &std::sync::mpsc::Receiver<String>, text: &str) -> (String, Vec<String>) {
+    let mut before = Vec::new();
+    loop {
+        match rx.recv_timeout(PATIENCE) {
+            Ok(line) if line.contains(text) => return (line, before),
+            Ok(line) => before.push(line),
+            Err(e) => panic!("no line with {text:?} ({e}); saw {before:#?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_follows_a_turn_to_its_end() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.clone();
+    let http = Http::connect(base.as_str(), None).unwrap();
+    create(&http, "w-1", "counter").await;
+    send(&http, "w-1", "m1", json!({"add": 3})).await;
+
+    let (mut watch, lines) = spawn_watch(&base, &["w-1", "--timeout", "120"]);
+    let (first, _) = wait_for_line(&lines, "turn 1 of w-1");
+    assert!(first.contains("queued"), "{first}");
+
+    let task = claim(&http).await;
+    http.operation(OperationRequest {
+        lease: lease(&task),
+        position: 0,
+        key: "fetch".into(),
+        kind: OperationKind::Step,
+        timeout_ms: 60_000,
+        heartbeat_timeout_ms: None,
+    })
+    .await
+    .unwrap();
+    http.progress(ProgressRequest {
+        lease: lease(&task),
+        key: "fetch".into(),
+        sequence: 1,
+        details: json!({"phase": "reading pages", "done": 3, "total": 10, "unit": "pages"}),
+        checkpoint: Value::Null,
+    })
+    .await
+    .unwrap();
+    let (progress, _) = wait_for_line(&lines, "3/10 pages");
+    assert!(progress.contains("running"), "{progress}");
+    assert!(progress.contains("step fetch"), "{progress}");
+    assert!(
+        progress.contains("[######--------------] 3/10 pages 30%  reading pages"),
+        "{progress}"
+    );
+
+    complete(&http, &task, json!(3)).await;
+    let (done, _) = wait_for_line(&lines, "completed");
+    assert!(done.starts_with("turn 1 of w-1: completed"), "{done}");
+    let (outcome, _) = wait_for_line(&lines, "result 3");
+    assert!(outcome.starts_with("completed in "), "{outcome}");
+    let status = common::wait_exit(&mut watch.0, PATIENCE).expect("watch ends with the turn");
+    assert_eq!(status.code(), Some(0));
+
+    // --json: one turn per line, the last one completed.
+    send(&http, "w-1", "m2", json!({"add": 1})).await;
+    let (mut watch, lines) = spawn_watch(&base, &["w-1", "--turn", "2", "--json"]);
+    let (first, _) = wait_for_line(&lines, "\"number\":2");
+    let first: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["status"], "queued");
+    let task = claim(&http).await;
+    complete(&http, &task, json!(4)).await;
+    let (last, _) = wait_for_line(&lines, "\"completed\"");
+    let last: Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(last["result"], 4);
+    let status = common::wait_exit(&mut watch.0, PATIENCE).expect("watch ends with the turn");
+    assert_eq!(status.code(), Some(0));
+
+    // Nothing to follow: an idle instance.
+    let idle = turnwise(&base, None, &["watch", "w-1"]).await;
+    assert_eq!(idle.text(), "w-1 is idle: no unfinished turn to watch\n");
+    // A turn nobody claims, past the timeout: exit code 7.
+    send(&http, "w-1", "m3", json!({"add": 1})).await;
+    let late = turnwise(&base, None, &["watch", "w-1", "--timeout", "1", "--json"]).await;
+    assert_eq!(late.code, 7, "{late:#?}");
+    let e: Value = serde_json::from_str(late.stderr.trim()).unwrap();
+    assert_eq!(e["error"]["kind"], "timed_out");
+}
