@@ -1,7 +1,8 @@
 //! Checks of a `#[workflow]` body: durable-call keys, the turn budget, steps in flight, accepted
 //! signals and calls that make replays nondeterministic.
 //!
-//! The analysis is syntactic. A *durable call* is `ctx.step(key, ..)`, `ctx.sleep(key, ..)`,
+//! The analysis is syntactic. A *durable call* is `ctx.step(key, ..)`, `ctx.transact(key, ..)`,
+//! `ctx.sleep(key, ..)`,
 //! `ctx.wait_for_signal::<S>(key, ..)`, `ctx.now(key)`, `ctx.random(key)` or a call whose first
 //! argument is the context, `name(ctx, ..)` (a `#[step]` function, key `name` unless a
 //! `.key(..)` follows). Each sub-tree yields a [`Flow`]: the literal keys it may run and its
@@ -124,7 +125,14 @@ enum Base<'e> {
     StepFn(&'e ExprCall, &'e syn::Path),
 }
 
-const DURABLE_METHODS: &[&str] = &["step", "sleep", "wait_for_signal", "now", "random"];
+const DURABLE_METHODS: &[&str] = &[
+    "step",
+    "transact",
+    "sleep",
+    "wait_for_signal",
+    "now",
+    "random",
+];
 const BUILDER_METHODS: &[&str] = &["key", "kind", "timeout", "heartbeat_timeout", "options"];
 const CONCURRENT_MACROS: &[&str] = &["join", "try_join", "select", "select_biased"];
 
@@ -387,7 +395,7 @@ impl Analyzer<'_> {
         // The arguments run first.
         let (method, args): (Option<&syn::Ident>, Vec<&Expr>) = match &chain.base {
             Base::Method(m) => {
-                let skip_closure = m.method == "step";
+                let skip_closure = m.method == "step" || m.method == "transact";
                 let args = m
                     .args
                     .iter()
@@ -423,7 +431,7 @@ impl Analyzer<'_> {
         let (kind, default_key, example) = match (&chain.base, method) {
             (Base::Method(m), Some(method)) => {
                 let kind = match method.to_string().as_str() {
-                    "step" => CallKind::Step(first_type_arg(m.turbofish.as_ref())),
+                    "step" | "transact" => CallKind::Step(first_type_arg(m.turbofish.as_ref())),
                     "sleep" => CallKind::Sleep,
                     "wait_for_signal" => {
                         self.check_signal(m);
@@ -440,6 +448,7 @@ impl Analyzer<'_> {
                 let ctx = self.s.ctx;
                 let example = match method.to_string().as_str() {
                     "step" => format!("{ctx}.step(format!(\"KEY-{{i}}\"), ..)"),
+                    "transact" => format!("{ctx}.transact(format!(\"KEY-{{i}}\"), ..)"),
                     "sleep" => format!("{ctx}.sleep(format!(\"KEY-{{i}}\"), ..)"),
                     "wait_for_signal" => {
                         format!("{ctx}.wait_for_signal(format!(\"KEY-{{i}}\"), ..)")

@@ -180,6 +180,8 @@ struct Options {
 #[derive(Clone)]
 pub struct Worker {
     backend: Arc<dyn Backend>,
+    /// The backend, when it is an embedded [`Engine`](crate::Engine).
+    engine: Option<crate::Engine>,
     registry: Registry,
     options: Options,
     clock: Arc<dyn Clock>,
@@ -198,8 +200,12 @@ impl Worker {
     /// A worker over `backend` with no workflows yet.
     pub fn new(backend: impl Backend + 'static) -> Self {
         let id = format!("worker-{}", std::process::id());
+        let engine = (&backend as &dyn std::any::Any)
+            .downcast_ref::<crate::Engine>()
+            .cloned();
         Self {
             backend: Arc::new(backend),
+            engine,
             registry: Registry::default(),
             options: Options {
                 id,
@@ -481,6 +487,7 @@ impl Worker {
             let (heartbeats, mut beating) = watch::channel(true);
             let shared = Arc::new(TurnShared {
                 backend: self.backend.clone(),
+                engine: self.engine.clone(),
                 lease: lease.clone(),
                 effect_prefix: task.effect_prefix.clone(),
                 workflow: task.workflow_type.clone(),

@@ -28,7 +28,7 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresOptions, PostgresStore};
+pub use postgres::{PostgresOptions, PostgresStore, Transaction, TransactionError};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
 
@@ -476,6 +476,14 @@ pub trait Store: Send + Sync + 'static {
     /// sees to that) keep the default, which reports nothing: every commit is the engine's own.
     fn watch(&self, watcher: Watcher) {
         let _ = watcher;
+    }
+
+    /// This store as a [`PostgresStore`], if it is one: transactional steps
+    /// ([`Turn::transact`](crate::context::Turn::transact)) need one. Other stores keep the
+    /// default, `None`.
+    #[cfg(feature = "postgres")]
+    fn postgres(&self) -> Option<&PostgresStore> {
+        None
     }
 }
 

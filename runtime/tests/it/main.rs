@@ -27,6 +27,7 @@ mod test_errors;
 mod test_handles;
 mod test_replay;
 mod test_signals;
+mod test_transact;
 mod test_steps;
 mod test_worker;
 mod worker_errors;

@@ -41,6 +41,8 @@ pub(crate) enum Interrupt {
 /// What a turn shares with the worker driving it.
 pub(crate) struct TurnShared {
     pub(crate) backend: Arc<dyn Backend>,
+    /// The backend as the embedded engine it is, if it is one (transactional steps need it).
+    pub(crate) engine: Option<crate::engine::Engine>,
     pub(crate) lease: Lease,
     pub(crate) effect_prefix: String,
     pub(crate) workflow: String,

@@ -269,6 +269,165 @@ impl<W: Workflow> Turn<W> {
         Ok(decoded)
     }
 
+    /// A transactional step (PostgreSQL engines only): run `f` with a database
+    /// [`Transaction`](crate::store::Transaction) and save its output **in that transaction**,
+    /// so that the SQL `f` runs and the step's record commit together or not at all. Once the
+    /// step is saved, later attempts return the saved output without running `f`; an attempt
+    /// that dies before the commit leaves nothing of `f`'s writes behind, and the next attempt
+    /// runs `f` again. Each effect therefore lands exactly once, across crashes and retries,
+    /// without an idempotency key of the user's own.
+    ///
+    /// ```no_run
+    /// # use turnwise::prelude::*;
+    /// # async fn debit(ctx: &mut Turn<impl Workflow>, account: i64, cents: i64)
+    /// #     -> Result<u64, TurnError> {
+    /// let changed = ctx
+    ///     .transact("debit", move |tx| async move {
+    ///         let n = tx
+    ///             .execute(
+    ///                 "UPDATE accounts SET cents = cents - $2 WHERE id = $1",
+    ///                 &[&account, &cents],
+    ///             )
+    ///             .await?;
+    ///         Ok(n)
+    ///     })
+    ///     .await?;
+    /// # Ok(changed) }
+    /// ```
+    ///
+    /// It needs a worker on an embedded [`Engine`](crate::Engine) over a
+    /// [`PostgresStore`](crate::store::PostgresStore): the step's output must be saved by the
+    /// same database connection that ran `f`. On any other backend the turn fails for good,
+    /// saying why: over HTTP the worker cannot join the server's transaction (use
+    /// [`step`](Self::step) with [`effect_id`](Self::effect_id) as an idempotency key), and the
+    /// SQLite store commits on a writer thread of its own, batching many instances' writes in
+    /// each transaction, which a step's SQL cannot join without holding them all up.
+    ///
+    /// The step runs under the default step timeout (five minutes); a statement error aborts
+    /// the transaction, and returning it (`?`) fails the attempt, which is retried.
+    #[cfg(feature = "postgres")]
+    pub async fn transact<T, F, Fut>(&mut self, key: impl Into<String>, f: F) -> Result<T, TurnError>
+    where
+        T: Serialize + DeserializeOwned + Send,
+        F: FnOnce(crate::store::Transaction) -> Fut + Send,
+        Fut: Future<Output = Result<T, TurnError>> + Send,
+    {
+        let key = key.into();
+        let what = format!("transactional step `{key}`");
+        if let Some(old) = self.next(&key, CheckpointKind::Step, None, None)? {
+            return codec::decode(&W::Codec::default(), &what, &old.output)
+                .map_err(|e| TurnError::Permanent(e.into()));
+        }
+        let position = (self.position - 1) as u32;
+        let store = match self.shared.engine.as_ref() {
+            None => {
+                return Err(self.fail(
+                    position as usize,
+                    format_args!(
+                        "{what} needs a worker on an embedded engine over PostgreSQL, and this \
+                         worker's backend is remote: it cannot share the server's database \
+                         transaction. Use ctx.step with ctx.effect_id(\"{key}\") as an \
+                         idempotency key, or run the worker on Engine::connect(\"postgres://…\")"
+                    ),
+                ))
+            }
+            Some(engine) => match engine.store().postgres() {
+                Some(store) => store.clone(),
+                None => {
+                    return Err(self.fail(
+                        position as usize,
+                        format_args!(
+                            "{what} needs an engine over PostgreSQL, and this engine's store is \
+                             not (SQLite and memory stores do not offer transactional steps; \
+                             see Turn::transact). Use Engine::connect(\"postgres://…\"), or \
+                             ctx.step with ctx.effect_id(\"{key}\") as an idempotency key"
+                        ),
+                    ))
+                }
+            },
+        };
+        let options = StepOptions::default();
+        let op = self
+            .shared
+            .backend
+            .operation(OperationRequest {
+                lease: self.shared.lease.clone(),
+                position,
+                key: key.clone(),
+                kind: options.kind,
+                timeout_ms: options.timeout.as_millis() as u64,
+                heartbeat_timeout_ms: None,
+            })
+            .await;
+        if let Err(e) = op {
+            let what = format!("{what}: the operation");
+            return Err(self.shared.refused(&what, e).await);
+        }
+        let joined = store
+            .begin_joined()
+            .await
+            .map_err(|e| TurnError::Retry(Box::new(crate::Error::from(e))))?;
+        let tx = joined.transaction(self.effect_id(&key));
+        let span = tracing::info_span!("step", key = %key, position, kind = "transaction");
+        let ran = tokio::time::timeout(
+            options.timeout,
+            tracing::Instrument::instrument(f(tx), span),
+        )
+        .await;
+        let value = match ran {
+            Ok(Ok(value)) => value,
+            Ok(Err(e)) => {
+                joined.rollback().await;
+                return Err(e);
+            }
+            Err(_) => {
+                joined.rollback().await;
+                let why = format!(
+                    "{what} ran past its timeout of {} ms",
+                    options.timeout.as_millis()
+                );
+                self.shared.stop(Interrupt::Abandoned(why)).await
+            }
+        };
+        let (encoded, decoded) = match codec::encode_verified(&W::Codec::default(), &what, &value) {
+            Ok(both) => both,
+            Err(e) => {
+                joined.rollback().await;
+                return Err(TurnError::Permanent(e.into()));
+            }
+        };
+        // The checkpoint joins the transaction: the engine decides as for any step, and its
+        // commit is written in `joined`, which is committed below, or rolled back.
+        let saved = joined
+            .scope(self.shared.backend.checkpoint(CheckpointRequest {
+                lease: self.shared.lease.clone(),
+                position,
+                key: key.clone(),
+                kind: CheckpointKind::Step,
+                output: encoded.clone(),
+                delay_ms: None,
+            }))
+            .await;
+        if let Err(e) = saved {
+            joined.rollback().await;
+            let what = format!("{what}: its checkpoint");
+            return Err(self.shared.refused(&what, e).await);
+        }
+        if let Err(e) = joined.commit().await {
+            return Err(TurnError::Retry(Box::new(crate::Error::from(e))));
+        }
+        self.saved.push(StepCheckpoint {
+            key,
+            kind: CheckpointKind::Step,
+            output: encoded,
+            at_ms: 0,
+            delay_ms: None,
+            signal_name: None,
+            wake_at_ms: None,
+        });
+        Ok(decoded)
+    }
+
     /// The current time (Unix ms) as a step: read once from the worker's clock and saved, so
     /// every replay of this turn sees the same time. Use it instead of reading the system clock
     /// in the handler, which would make replays diverge.

@@ -15,8 +15,10 @@ use super::*;
 mod notices;
 mod schema;
 mod testing;
+mod transact;
 
 pub use testing::TestPostgres;
+pub use transact::{Transaction, TransactionError};
 
 use notices::Notices;
 
@@ -502,14 +504,16 @@ fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
 }
 
 impl PostgresStore {
-    async fn write(&self, tx: &mut Tx, write: &WriteSet) -> Result<(), CommitError> {
+    /// Write `write` on connection `c`: in a transaction of its own (`BEGIN` and `COMMIT` go in
+    /// the pipelines), or, when `joined`, inside the transaction `c` is already in (a
+    /// transactional step's), which its owner commits.
+    async fn write(&self, c: &Object, write: &WriteSet, joined: bool) -> Result<(), CommitError> {
         let (ns, id) = (write.ns.as_str(), write.id.as_str());
         let mut numbers = Vec::with_capacity(write.turns.len());
         for t in &write.turns {
             numbers.push(int(t.number, "turn number")?);
         }
         let message_ids: Vec<&str> = write.turns.iter().map(|t| t.message_id.as_str()).collect();
-        let c = tx.client();
         let lock = c
             .prepare_cached(LOCK_INSTANCE)
             .await
@@ -518,17 +522,27 @@ impl PostgresStore {
             .prepare_cached(CHECK_TURNS)
             .await
             .map_err(pg("prepare a statement"))?;
-        let begin = match write.durability {
-            Durability::Relaxed => "BEGIN; SET LOCAL synchronous_commit TO OFF",
-            _ => "BEGIN",
+        let begin = match (joined, write.durability) {
+            (true, _) => None,
+            (false, Durability::Relaxed) => Some("BEGIN; SET LOCAL synchronous_commit TO OFF"),
+            (false, _) => Some("BEGIN"),
+        };
+        let end = async {
+            match joined {
+                true => Ok(()),
+                false => c.batch_execute("COMMIT").await,
+            }
         };
 
         // First pipeline: begin, lock the instance, read the turns the write set touches.
-        tx.open = true;
-        let c = tx.client();
         let key: [&(dyn ToSql + Sync); 2] = [&ns, &id];
         let (begun, current, kept) =
-            tokio::join!(c.batch_execute(begin), c.query_opt(&lock, &key), async {
+            tokio::join!(async {
+                match begin {
+                    Some(sql) => c.batch_execute(sql).await,
+                    None => Ok(()),
+                }
+            }, c.query_opt(&lock, &key), async {
                 if write.turns.is_empty() {
                     Ok(Vec::new())
                 } else {
@@ -557,7 +571,6 @@ impl PostgresStore {
         let payload = (change.settled || sooner).then(|| self.inner.notices.payload(&change));
 
         // Second pipeline: the writes, the notice and the commit.
-        let c = tx.client();
         let notify = c
             .prepare_cached(NOTIFY)
             .await
@@ -581,13 +594,12 @@ impl PostgresStore {
                         None => Ok(0),
                     }
                 },
-                c.batch_execute("COMMIT"),
+                end,
             );
             turns.map_err(pg(format_args!("delete the turns of `{id}`")))?;
             instance.map_err(pg(format_args!("delete instance `{id}`")))?;
             notified.map_err(pg("send the change notice"))?;
             committed.map_err(pg("commit"))?;
-            tx.open = false;
             return Ok(());
         };
 
@@ -664,7 +676,7 @@ impl PostgresStore {
                     None => Ok(0),
                 }
             },
-            c.batch_execute("COMMIT"),
+            end,
         );
         // A failed statement aborts the transaction, and the `COMMIT` after it rolls it back.
         let failed = turns.as_ref().err().or(instance.as_ref().err());
@@ -678,7 +690,6 @@ impl PostgresStore {
         instance.map_err(pg(format_args!("write instance `{id}`")))?;
         notified.map_err(pg("send the change notice"))?;
         committed.map_err(pg("commit"))?;
-        tx.open = false;
         Ok(())
     }
 
@@ -883,13 +894,22 @@ impl Store for PostgresStore {
     }
 
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
+        if let Some(joined) = transact::joined(&self.inner) {
+            // A transactional step's checkpoint: written in the step's transaction.
+            let conn = joined.lock().await;
+            let Some(c) = conn.0.as_ref() else {
+                return Err(StoreError::new("postgres: the step's transaction has ended").into());
+            };
+            return self.write(c, &write, true).await;
+        }
         let mut tx = Tx {
             client: Some(self.client().await?),
-            open: false,
+            open: true,
         };
-        let result = self.write(&mut tx, &write).await;
-        if result.is_err() {
-            tx.rollback().await;
+        let result = self.write(tx.client(), &write, false).await;
+        match result {
+            Ok(()) => tx.open = false,
+            Err(_) => tx.rollback().await,
         }
         result
     }
@@ -944,5 +964,9 @@ impl Store for PostgresStore {
 
     fn watch(&self, watcher: Watcher) {
         self.inner.notices.watch(watcher);
+    }
+
+    fn postgres(&self) -> Option<&PostgresStore> {
+        Some(self)
     }
 }
