@@ -606,3 +606,40 @@ async fn a_wrong_token_is_refused_and_the_worker_stops_on_it() {
     let r = tokio::time::timeout(GUARD, running.stop()).await.unwrap();
     assert_eq!(r.unwrap_err().status(), 401);
 }
+
+// ---------------------------------------------------------------------------------------------
+// A transactional step over HTTP
+// ---------------------------------------------------------------------------------------------
+
+/// A transactional step: it needs an embedded engine on PostgreSQL.
+#[workflow(name = "debit", version = "v1")]
+async fn debit(ctx: &mut Turn, state: u64, cents: i64) -> Result<Done<u64, i64>, TurnError> {
+    let n = ctx
+        .transact("debit", move |tx| async move {
+            tx.execute("UPDATE accounts SET cents = cents - $1", &[&cents])
+                .await?;
+            Ok(cents)
+        })
+        .await?;
+    Ok(Done::new(state + 1).reply(n))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactional_step_over_http_fails_the_turn_saying_why() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let h = debit.start(&f.http(), "acct-1").await.unwrap();
+    h.send(5, "m1").await.unwrap();
+    let w = worker(f.http(), f.clock()).register(debit);
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+    let t = h.turn(1).await.unwrap();
+    // For good, on the first attempt: retrying cannot help.
+    assert_eq!((t.status, t.attempt), (TurnStatus::Failed, 1), "{t:?}");
+    let error = t.error.unwrap_or_default();
+    assert!(
+        error.contains(
+            "this worker's backend is remote: it cannot share the server's database transaction"
+        ),
+        "{error}"
+    );
+    assert!(t.steps.is_empty());
+}

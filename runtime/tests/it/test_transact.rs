@@ -170,7 +170,10 @@ async fn finish(worker: &Worker, engine: &Engine, id: &str, turn: u64) -> Workfl
         if t.status.is_outcome() {
             return t;
         }
-        assert!(tokio::time::Instant::now() < give_up, "turn {turn} never finished: {t:?}");
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "turn {turn} never finished: {t:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -197,7 +200,9 @@ async fn a_transactional_step_commits_its_sql_with_its_saved_output() {
     }
     let rows = ledger_rows(&client).await;
     assert_eq!(rows.len(), 3, "{rows:?}");
-    assert!(rows.iter().all(|(effect, n)| *n == 1 && effect.ends_with("/debit")));
+    assert!(rows
+        .iter()
+        .all(|(effect, n)| *n == 1 && effect.ends_with("/debit")));
     let total: i64 = client
         .query_one("SELECT sum(cents)::bigint FROM ledger", &[])
         .await
@@ -305,7 +310,11 @@ async fn crash_then_finish(point: &str) {
     })
     .await
     .unwrap();
-    assert!(!crashed.0.success(), "the first child must die at {}", crashed.1);
+    assert!(
+        !crashed.0.success(),
+        "the first child must die at {}",
+        crashed.1
+    );
     let after_crash = ledger_rows(&client).await;
     let expected_after_crash = if point == "after-commit" { 1 } else { 0 };
     assert_eq!(
@@ -332,7 +341,10 @@ async fn crash_then_finish(point: &str) {
     assert_eq!(t.attempt, 2, "one attempt died, the next finished: {t:?}");
     let rows = ledger_rows(&client).await;
     assert_eq!(rows.len(), 1, "{rows:?}");
-    assert_eq!(rows[0].1, 1, "the effect exactly once after a crash at {point}: {rows:?}");
+    assert_eq!(
+        rows[0].1, 1,
+        "the effect exactly once after a crash at {point}: {rows:?}"
+    );
 }
 
 /// Run `transact_child` as a child process on the schema at `url`, aborting at `crash`.

@@ -306,7 +306,11 @@ impl<W: Workflow> Turn<W> {
     /// The step runs under the default step timeout (five minutes); a statement error aborts
     /// the transaction, and returning it (`?`) fails the attempt, which is retried.
     #[cfg(feature = "postgres")]
-    pub async fn transact<T, F, Fut>(&mut self, key: impl Into<String>, f: F) -> Result<T, TurnError>
+    pub async fn transact<T, F, Fut>(
+        &mut self,
+        key: impl Into<String>,
+        f: F,
+    ) -> Result<T, TurnError>
     where
         T: Serialize + DeserializeOwned + Send,
         F: FnOnce(crate::store::Transaction) -> Fut + Send,

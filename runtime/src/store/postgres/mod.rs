@@ -536,19 +536,22 @@ impl PostgresStore {
 
         // First pipeline: begin, lock the instance, read the turns the write set touches.
         let key: [&(dyn ToSql + Sync); 2] = [&ns, &id];
-        let (begun, current, kept) =
-            tokio::join!(async {
+        let (begun, current, kept) = tokio::join!(
+            async {
                 match begin {
                     Some(sql) => c.batch_execute(sql).await,
                     None => Ok(()),
                 }
-            }, c.query_opt(&lock, &key), async {
+            },
+            c.query_opt(&lock, &key),
+            async {
                 if write.turns.is_empty() {
                     Ok(Vec::new())
                 } else {
                     c.query(&check, &[&ns, &id, &numbers, &message_ids]).await
                 }
-            });
+            }
+        );
         begun.map_err(pg("begin a transaction"))?;
         let current = current.map_err(pg(format_args!("lock instance `{id}`")))?;
         let kept = kept.map_err(pg(format_args!("read the turns of `{id}`")))?;
