@@ -25,7 +25,10 @@ use serde_json::json;
 use tokio::sync::Barrier;
 use turnwise::clock::SystemClock;
 use turnwise::protocol::*;
-use turnwise::store::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
+use turnwise::store::{
+    PostgresStats, PostgresStore, SqliteOptions, SqliteStats, SqliteStore, Synchronous,
+};
+use turnwise::testing::TestPostgres;
 use turnwise::{Backend, Engine, EngineConfig, Error, Http};
 use turnwise_server::{router, serve, ServerOptions, Shutdown};
 
@@ -48,12 +51,15 @@ pub enum StoreKind {
     SqliteSyncInCommit,
     /// `MemoryStore`: no disk at all, the engine's CPU ceiling.
     Memory,
+    /// `PostgresStore` on the database `TURNWISE_TEST_POSTGRES` names (default
+    /// postgres://postgres@127.0.0.1:5432/test), a fresh schema per phase.
+    Postgres,
 }
 
 impl StoreKind {
-    /// Whether this is a SQLite store (with a disk, a raw phase and counters).
+    /// Whether this is a SQLite store (with a file, a raw phase and its counters).
     pub fn is_sqlite(self) -> bool {
-        self != StoreKind::Memory
+        matches!(self, StoreKind::Sqlite | StoreKind::SqliteSyncInCommit)
     }
 }
 
@@ -114,14 +120,20 @@ impl Counters {
 pub struct Setup {
     pub(crate) engine: Engine,
     sqlite: Option<SqliteStore>,
+    /// Every node's store (PostgreSQL only).
+    postgres: Vec<PostgresStore>,
     pub(crate) backend: Arc<dyn Backend>,
-    /// Stops the loopback server (HTTP only) when the phase ends.
-    server: Option<Shutdown>,
+    /// One backend per node: worker `i` uses node `i % nodes`.
+    pub(crate) nodes: Vec<Arc<dyn Backend>>,
+    /// Stops the loopback servers (HTTP only) when the phase ends.
+    servers: Vec<Shutdown>,
+    /// The phase's schema, dropped after the stores.
+    _schema: Option<TestPostgres>,
 }
 
 impl Drop for Setup {
     fn drop(&mut self) {
-        if let Some(s) = &self.server {
+        for s in &self.servers {
             s.trigger();
         }
     }
@@ -131,6 +143,21 @@ impl Setup {
     /// An engine over a fresh store of `kind` (a SQLite file at `path`, created), reached
     /// through `transport`.
     pub async fn open(kind: StoreKind, path: &Path, transport: Transport) -> Result<Self, Error> {
+        Self::open_nodes(kind, path, transport, 1).await
+    }
+
+    /// [`Setup::open`] with `nodes` engines, each over a store of its own on one database (as
+    /// `nodes` processes would be; PostgreSQL only, 1 for the other stores), and over HTTP each
+    /// behind a server of its own.
+    pub async fn open_nodes(
+        kind: StoreKind,
+        path: &Path,
+        transport: Transport,
+        nodes: usize,
+    ) -> Result<Self, Error> {
+        if kind == StoreKind::Postgres {
+            return Self::open_postgres(transport, nodes.max(1)).await;
+        }
         let (engine, sqlite) = match kind {
             StoreKind::Sqlite | StoreKind::SqliteSyncInCommit => {
                 let options = SqliteOptions::default()
@@ -140,27 +167,99 @@ impl Setup {
                 let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
                 (engine, Some(store))
             }
-            StoreKind::Memory => (Engine::in_memory(), None),
+            StoreKind::Memory | StoreKind::Postgres => (Engine::in_memory(), None),
         };
-        let (backend, server): (Arc<dyn Backend>, _) = match transport {
-            Transport::Embedded => (Arc::new(engine.clone()), None),
-            Transport::Http => {
-                let (http, shutdown) = serve_loopback(engine.clone()).await?;
-                (Arc::new(http), Some(shutdown))
-            }
-        };
+        let (backend, servers) = reach(&engine, transport).await?;
         Ok(Self {
             engine,
             sqlite,
+            postgres: Vec::new(),
+            nodes: vec![backend.clone()],
             backend,
-            server,
+            servers: servers.into_iter().collect(),
+            _schema: None,
+        })
+    }
+
+    async fn open_postgres(transport: Transport, nodes: usize) -> Result<Self, Error> {
+        let schema = TestPostgres::start("bench")
+            .await
+            .ok_or_else(|| Error::store("no PostgreSQL to benchmark (see the line above)"))?;
+        let mut stores = Vec::with_capacity(nodes);
+        let mut engines = Vec::with_capacity(nodes);
+        let mut backends = Vec::with_capacity(nodes);
+        let mut servers = Vec::new();
+        for _ in 0..nodes {
+            let store =
+                PostgresStore::connect_with(&schema.url(), schema.options().with_pool_size(32))
+                    .await?;
+            let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
+            let (backend, server) = reach(&engine, transport).await?;
+            stores.push(store);
+            engines.push(engine);
+            backends.push(backend);
+            servers.extend(server);
+        }
+        Ok(Self {
+            engine: engines.swap_remove(0),
+            sqlite: None,
+            postgres: stores,
+            backend: backends[0].clone(),
+            nodes: backends,
+            servers,
+            _schema: Some(schema),
         })
     }
 
     pub(crate) fn counters(&self) -> Option<Counters> {
-        self.sqlite.as_ref().map(|s| s.stats().into())
+        if let Some(s) = &self.sqlite {
+            return Some(s.stats().into());
+        }
+        if self.postgres.is_empty() {
+            return None;
+        }
+        let mut sum = Counters::default();
+        for s in &self.postgres {
+            let c = Counters::from(s.stats());
+            sum.batches += c.batches;
+            sum.durable_batches += c.durable_batches;
+            sum.write_sets += c.write_sets;
+            sum.syncs += c.syncs;
+        }
+        Some(sum)
     }
 }
+
+/// The backend workers use to reach `engine`, and the server to stop (HTTP).
+async fn reach(
+    engine: &Engine,
+    transport: Transport,
+) -> Result<(Arc<dyn Backend>, Option<Shutdown>), Error> {
+    Ok(match transport {
+        Transport::Embedded => (Arc::new(engine.clone()), None),
+        Transport::Http => {
+            let (http, shutdown) = serve_loopback(engine.clone()).await?;
+            (Arc::new(http), Some(shutdown))
+        }
+    })
+}
+
+/// PostgreSQL: every commit is a transaction of its own; durable ones wait for the WAL flush
+/// (the server may flush several at once), so `syncs` counts durable commits.
+impl From<PostgresStats> for Counters {
+    fn from(s: PostgresStats) -> Self {
+        let all = s.durable_commits + s.relaxed_commits;
+        Counters {
+            batches: all,
+            durable_batches: s.durable_commits,
+            write_sets: all,
+            journaled: 0,
+            syncs: s.durable_commits,
+        }
+    }
+}
+
+impl Setup {}
 
 /// Serve `engine` with the turnwise server's router on 127.0.0.1 (a free port), in this
 /// process, and answer a client of it.
@@ -269,6 +368,7 @@ struct Worker {
 
 /// Run `turns` turns spread over `concurrency` workers on a fresh engine reached through
 /// `transport`, and measure them.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_level(
     kind: StoreKind,
     transport: Transport,
@@ -277,8 +377,9 @@ pub async fn run_level(
     turns: u64,
     probe: Option<Arc<RssProbe>>,
     count_allocations: bool,
+    nodes: usize,
 ) -> Result<LevelResult, Error> {
-    let setup = Setup::open(kind, path, transport).await?;
+    let setup = Setup::open_nodes(kind, path, transport, nodes).await?;
     let engine = setup.engine.clone();
     let c = concurrency.max(1);
     let mut workers = Vec::with_capacity(c);
@@ -308,7 +409,7 @@ pub async fn run_level(
     let mut tasks = Vec::with_capacity(c);
     for (i, w) in workers.into_iter().enumerate() {
         let share = turns / c as u64 + u64::from((i as u64) < turns % c as u64);
-        let backend = setup.backend.clone();
+        let backend = setup.nodes[i % setup.nodes.len()].clone();
         let (warmed, go, probe) = (warmed.clone(), go.clone(), probe.clone());
         tasks.push(tokio::spawn(async move {
             let mut k = 0;

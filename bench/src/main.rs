@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! cargo run --release -p turnwise-bench -- [--turns N] [--concurrency 1,16,64] [--db-dir DIR]
-//!                                          [--memory-check N] [--store sqlite|memory] [--http]
+//!                                          [--memory-check N] [--store sqlite|memory|postgres]
+//!                                          [--http]
 //! ```
 //!
 //! One run measures, on the same disk:
@@ -27,11 +28,18 @@
 //! 7. allocations per turn, raw and SDK, counted over `--alloc-turns N` turns at c=16 by a
 //!    counting wrapper around the global allocator (off during the throughput phases).
 //!
+//! With `--store postgres` (the database `TURNWISE_TEST_POSTGRES` names, default
+//! postgres://postgres@127.0.0.1:5432/test, a fresh schema per phase) phase 1 is the raw
+//! PostgreSQL ceiling at one and at 16 clients (see [`raw_pg`]), and phase 2 adds the top
+//! concurrency spread over three engines, each with a store of its own on the one database
+//! (three nodes), beside one.
+//!
 //! The binary runs on the system allocator unless built with `--features jemalloc`.
 
 mod alloc_count;
 mod engine_load;
 mod raw;
+mod raw_pg;
 mod sdk_load;
 mod stats;
 
@@ -81,6 +89,12 @@ mod targets {
     pub const SDK_CALL_OVER_TURN: f64 = 1.3;
     /// Queued-first steps/s over call-and-await steps/s at the same c: at least this.
     pub const QUEUED_OVER_CALL: f64 = 0.9;
+    /// PostgreSQL: durable commits/s at c=1 over the raw single-client commits/s: at least this.
+    pub const PG_SEQUENTIAL: f64 = 0.7;
+    /// PostgreSQL: steps/s at c=16: at least this.
+    pub const PG_STEPS_C16: f64 = 5_000.0;
+    /// PostgreSQL: three nodes' steps/s over one node's at the top concurrency: at least this.
+    pub const PG_THREE_NODES: f64 = 1.5;
     /// Restate 1.7.12 with its Rust SDK, same shape, c=64, on this machine kind (steps/s).
     pub const RESTATE_STEPS_PER_SEC: f64 = 2_180.0;
     /// SDK steps/s at c=64 over Restate's: at least this.
@@ -200,6 +214,7 @@ fn run(args: &Args) -> Result<(), BoxError> {
             "SqliteStore (synchronous=FULL, WAL synced in each COMMIT)"
         }
         StoreKind::Memory => "MemoryStore (no disk)",
+        StoreKind::Postgres => "PostgresStore (a fresh schema per phase, 32 connections per node)",
     };
     println!("# turnwise-bench");
     println!();
@@ -219,7 +234,34 @@ fn run(args: &Args) -> Result<(), BoxError> {
     if args.sdk_only {
         return run_sdk(&runtime, args, &dir.0, store_name, &[], None);
     }
-    let raw = if args.store.is_sqlite() {
+    let mut raw_pg16 = None;
+    let raw = if args.store == StoreKind::Postgres {
+        println!();
+        println!(
+            "## 1. Raw PostgreSQL ceiling (1 row per transaction, each waiting for its COMMIT)"
+        );
+        println!();
+        let schema = runtime
+            .block_on(turnwise::testing::TestPostgres::start("bench_raw"))
+            .ok_or("no PostgreSQL to benchmark (see the line above)")?;
+        println!("| clients | transactions | commits/s | p50 commit | p99 commit | max commit |");
+        println!("|--------:|-------------:|----------:|-----------:|-----------:|-----------:|");
+        let mut both = Vec::new();
+        for clients in [1usize, 16] {
+            let r = runtime.block_on(raw_pg::run(&schema.url(), args.turns, clients))?;
+            println!(
+                "| {clients:>7} | {:>12} | {:>9} | {:>10} | {:>10} | {:>10} |",
+                r.transactions,
+                count(r.commits_per_sec()),
+                ms(r.latency.p50),
+                ms(r.latency.p99),
+                ms(r.latency.max)
+            );
+            both.push(r);
+        }
+        raw_pg16 = both.pop();
+        both.pop()
+    } else if args.store.is_sqlite() {
         println!();
         println!(
             "## 1. Raw SQLite ceiling (WAL, synchronous=FULL, 1 row per transaction, 1 thread)"
@@ -249,10 +291,24 @@ fn run(args: &Args) -> Result<(), BoxError> {
     println!("Each worker owns instance `bench-<i>` (type `bench`, version `v<i>`) and claims only its own version.");
     println!();
     let levels = run_levels(&runtime, args, &dir.0, Transport::Embedded)?;
+    let three_nodes = if args.store == StoreKind::Postgres {
+        run_three_nodes(&runtime, args, &dir.0, Transport::Embedded)?
+    } else {
+        None
+    };
     println!();
     println!("## 3. Ratios");
     println!();
-    print_ratios(raw.as_ref(), &levels);
+    if args.store == StoreKind::Postgres {
+        print_pg_ratios(
+            raw.as_ref(),
+            raw_pg16.as_ref(),
+            &levels,
+            three_nodes.as_ref(),
+        );
+    } else {
+        print_ratios(raw.as_ref(), &levels);
+    }
 
     let mut over_http = None;
     if args.http {
@@ -267,6 +323,16 @@ fn run(args: &Args) -> Result<(), BoxError> {
         );
         println!();
         let http_levels = run_levels(&runtime, args, &dir.0, Transport::Http)?;
+        if args.store == StoreKind::Postgres {
+            let three = run_three_nodes(&runtime, args, &dir.0, Transport::Http)?;
+            println!();
+            print_pg_ratios(
+                raw.as_ref(),
+                raw_pg16.as_ref(),
+                &http_levels,
+                three.as_ref(),
+            );
+        }
         println!();
         println!("HTTP beside embedded:");
         println!();
@@ -302,6 +368,7 @@ fn run(args: &Args) -> Result<(), BoxError> {
             n,
             Some(probe.clone()),
             false,
+            1,
         ))?;
         let samples = probe.samples();
         println!();
@@ -352,7 +419,7 @@ fn run_levels(
         };
         let path = dir.join(name);
         let r = runtime.block_on(engine_load::run_level(
-            args.store, transport, &path, c, args.turns, None, false,
+            args.store, transport, &path, c, args.turns, None, false, 1,
         ))?;
         let per_turn = |n: u64| format!("{:.2}", n as f64 / r.turns.max(1) as f64);
         let (durable, syncs, sets, journaled, batches) = match r.store {
@@ -395,6 +462,91 @@ fn run_levels(
         levels.push(r);
     }
     Ok(levels)
+}
+
+/// The top concurrency over three nodes (PostgreSQL): one table row, and the result.
+fn run_three_nodes(
+    runtime: &tokio::runtime::Runtime,
+    args: &Args,
+    dir: &Path,
+    transport: Transport,
+) -> Result<Option<LevelResult>, BoxError> {
+    let Some(&c) = args.concurrency.iter().max() else {
+        return Ok(None);
+    };
+    let r = runtime.block_on(engine_load::run_level(
+        args.store,
+        transport,
+        &dir.join("three-nodes.db"),
+        c,
+        args.turns,
+        None,
+        false,
+        3,
+    ))?;
+    println!();
+    println!(
+        "Three nodes (three engines, each with its own store and connections, one database), \
+         c={c} spread over them: {} turns/s, {} steps/s, p50 turn {}, p99 turn {}.",
+        count(rate(r.turns, r.elapsed)),
+        count(rate(r.turns * STEPS, r.elapsed)),
+        ms(r.latency.p50),
+        ms(r.latency.p99)
+    );
+    Ok(Some(r))
+}
+
+/// The PostgreSQL targets against the raw ceiling and one node of the same run.
+fn print_pg_ratios(
+    raw1: Option<&RawResult>,
+    raw16: Option<&RawResult>,
+    levels: &[LevelResult],
+    three: Option<&LevelResult>,
+) {
+    let at = |c: usize| levels.iter().find(|l| l.concurrency == c);
+    println!("| measure | value | target | verdict |");
+    println!("|---|---:|---:|---|");
+    if let (Some(raw), Some(one)) = (raw1, at(1)) {
+        if let Some(s) = one.store {
+            let durable = rate(s.durable_batches, one.elapsed);
+            let ratio = durable / raw.commits_per_sec();
+            println!(
+                "| durable commits/s c=1 / raw 1-client commits/s = {} / {} | {ratio:.2} | ≥ {} | {} |",
+                count(durable),
+                count(raw.commits_per_sec()),
+                targets::PG_SEQUENTIAL,
+                verdict(ratio >= targets::PG_SEQUENTIAL)
+            );
+        }
+    }
+    if let Some(l) = at(16) {
+        let steps = rate(l.turns * STEPS, l.elapsed);
+        println!(
+            "| steps/s, c=16 | {} | ≥ {} | {} |",
+            count(steps),
+            count(targets::PG_STEPS_C16),
+            verdict(steps >= targets::PG_STEPS_C16)
+        );
+        if let Some(raw) = raw16 {
+            println!(
+                "| steps/s c=16 / raw 16-client commits/s = {} / {} | {:.2} | (for reference) | |",
+                count(steps),
+                count(raw.commits_per_sec()),
+                steps / raw.commits_per_sec()
+            );
+        }
+    }
+    if let Some(t) = three {
+        if let Some(one) = at(t.concurrency) {
+            let ratio = rate(t.turns, t.elapsed) / rate(one.turns, one.elapsed);
+            println!(
+                "| three nodes / one node, c={} | {ratio:.2} | ≥ {} | {} |",
+                t.concurrency,
+                targets::PG_THREE_NODES,
+                verdict(ratio >= targets::PG_THREE_NODES)
+            );
+        }
+    }
 }
 
 /// Steps/s and turn latency per level, embedded next to HTTP.
@@ -524,6 +676,7 @@ fn run_sdk(
         args.alloc_turns,
         None,
         true,
+        1,
     ))?;
     let sdk = runtime.block_on(sdk_load::call_level(
         args.store,
@@ -742,7 +895,11 @@ mod tests {
         assert!(parse(&["--bogus"]).is_err());
         let a = parse(&["--store", "sqlite-sync-in-commit"]).unwrap();
         assert_eq!(a.store, StoreKind::SqliteSyncInCommit);
-        assert!(parse(&["--store", "postgres"]).is_err());
+        assert_eq!(
+            parse(&["--store", "postgres"]).unwrap().store,
+            StoreKind::Postgres
+        );
+        assert!(parse(&["--store", "mysql"]).is_err());
         assert!(parse(&["--no-sdk", "--sdk-only"]).is_err());
         assert!(parse(&["--queued", "0"]).is_err());
     }

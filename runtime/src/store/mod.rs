@@ -28,7 +28,7 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresOptions, PostgresStore, Transaction, TransactionError};
+pub use postgres::{PostgresOptions, PostgresStats, PostgresStore, Transaction, TransactionError};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
 

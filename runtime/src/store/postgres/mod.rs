@@ -122,6 +122,7 @@ pub struct PostgresStore {
 
 struct Inner {
     pool: Pool,
+    stats: Counters,
     notices: Arc<Notices>,
     /// Where the database is, for messages (no password).
     target: String,
@@ -143,15 +144,59 @@ impl fmt::Debug for PostgresStore {
     }
 }
 
+/// What a [`PostgresStore`] has done since it connected ([`PostgresStore::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PostgresStats {
+    /// Commits at [`Durability::Durable`] (each its own database transaction).
+    pub durable_commits: u64,
+    /// Commits at [`Durability::Relaxed`] (`synchronous_commit` off).
+    pub relaxed_commits: u64,
+    /// Commits made inside a transactional step's transaction.
+    pub joined_commits: u64,
+    /// Change notices sent (commits that made an instance due sooner or settled a turn).
+    pub notices_sent: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    durable: std::sync::atomic::AtomicU64,
+    relaxed: std::sync::atomic::AtomicU64,
+    joined: std::sync::atomic::AtomicU64,
+    notices: std::sync::atomic::AtomicU64,
+}
+
 /// A `tokio_postgres` failure as a [`StoreError`] saying what was being done.
 fn pg(what: impl fmt::Display) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
-    move |e| match e.as_db_error() {
-        Some(db) => StoreError::new(format!(
-            "postgres: {what}: {} ({})",
-            db.message(),
-            db.code().code()
-        )),
-        None => StoreError::caused(format_args!("postgres: {what}"), e),
+    move |e| failed(what, e)
+}
+
+/// `what` failed because of `e`: the message names the database's error and code when there
+/// is one, and otherwise every cause in `e`'s chain (`tokio_postgres` and the pool display
+/// only their outermost layer: "db error", "error connecting to server").
+fn failed(
+    what: impl fmt::Display,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> StoreError {
+    let mut text = String::new();
+    let mut layer: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(err) = layer {
+        if let Some(db) = err.downcast_ref::<tokio_postgres::error::DbError>() {
+            text = format!("{} ({})", db.message(), db.code().code());
+            break;
+        }
+        let shown = err.to_string();
+        if !text.contains(&shown) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&shown);
+        }
+        layer = err.source();
+    }
+    StoreError::Failed {
+        message: format!("postgres: {what}: {text}"),
+        source: Some(crate::protocol::error::Source::new(e)),
     }
 }
 
@@ -271,10 +316,12 @@ impl PostgresStore {
         let migrated = schema::migrate(&mut client, options.schema.as_deref()).await;
         drop(client);
         let _ = driver.await;
-        migrated?;
+        // The schema the tables are in, however it was chosen (the options, or a search_path
+        // in the address): stores in other schemas of the database are not woken.
+        let current_schema = migrated?;
 
         // Listen before answering, so that no commit made after `connect` returns is missed.
-        let channel = notices::channel(options.schema.as_deref());
+        let channel = notices::channel(&current_schema);
         let listening = notices::listen(&config, &channel).await?;
         let notices = Arc::new(Notices::new(notices::node_id(), channel));
         let listener = tokio::spawn(notices::run(
@@ -301,6 +348,7 @@ impl PostgresStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 pool,
+                stats: Counters::default(),
                 notices,
                 target,
                 listener,
@@ -308,10 +356,22 @@ impl PostgresStore {
         })
     }
 
+    /// Counts of what the store has done since it connected.
+    pub fn stats(&self) -> PostgresStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.inner.stats;
+        PostgresStats {
+            durable_commits: c.durable.load(Relaxed),
+            relaxed_commits: c.relaxed.load(Relaxed),
+            joined_commits: c.joined.load(Relaxed),
+            notices_sent: c.notices.load(Relaxed),
+        }
+    }
+
     async fn client(&self) -> Result<Object, StoreError> {
         self.inner.pool.get().await.map_err(|e| {
-            StoreError::caused(
-                format_args!("postgres: cannot get a connection to {}", self.inner.target),
+            failed(
+                format_args!("cannot get a connection to {}", self.inner.target),
                 e,
             )
         })
@@ -603,6 +663,7 @@ impl PostgresStore {
             instance.map_err(pg(format_args!("delete instance `{id}`")))?;
             notified.map_err(pg("send the change notice"))?;
             committed.map_err(pg("commit"))?;
+            self.count(write, joined, payload.is_some());
             return Ok(());
         };
 
@@ -693,7 +754,22 @@ impl PostgresStore {
         instance.map_err(pg(format_args!("write instance `{id}`")))?;
         notified.map_err(pg("send the change notice"))?;
         committed.map_err(pg("commit"))?;
+        self.count(write, joined, payload.is_some());
         Ok(())
+    }
+
+    fn count(&self, write: &WriteSet, joined: bool, notified: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.inner.stats;
+        let counter = match (joined, write.durability) {
+            (true, _) => &c.joined,
+            (false, Durability::Relaxed) => &c.relaxed,
+            (false, _) => &c.durable,
+        };
+        counter.fetch_add(1, Relaxed);
+        if notified {
+            c.notices.fetch_add(1, Relaxed);
+        }
     }
 
     /// The checks of the contract on the turns a write set replaces: a finished turn is not

@@ -203,12 +203,9 @@ pub(super) async fn run(notices: Weak<Notices>, config: Config, mut listening: L
     }
 }
 
-/// The channel of a schema (`turnwise` for the default one).
-pub(super) fn channel(schema: Option<&str>) -> String {
-    match schema {
-        Some(s) => format!("turnwise.{s}"),
-        None => "turnwise".to_owned(),
-    }
+/// The channel of the stores whose tables are in `schema`.
+pub(super) fn channel(schema: &str) -> String {
+    format!("turnwise.{schema}")
 }
 
 /// A process-unique id for a store, without a random-number crate: the standard library's

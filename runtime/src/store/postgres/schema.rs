@@ -45,8 +45,12 @@ CREATE UNIQUE INDEX turns_by_message ON turns (ns, id, message_id);
 "#;
 
 /// Create the tables, or check and migrate the ones there, in one transaction that holds the
-/// migration lock, so that nodes starting together migrate once.
-pub(super) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result<(), StoreError> {
+/// migration lock, so that nodes starting together migrate once. Answers the schema the
+/// tables are in.
+pub(super) async fn migrate(
+    client: &mut Client,
+    schema: Option<&str>,
+) -> Result<String, StoreError> {
     let tx = client
         .transaction()
         .await
@@ -100,5 +104,16 @@ pub(super) async fn migrate(client: &mut Client, schema: Option<&str>) -> Result
         // The current version; later versions add their steps here, from `v` up.
         Some(_) => {}
     }
-    tx.commit().await.map_err(pg("commit the migration"))
+    let current: Option<String> = tx
+        .query_one("SELECT current_schema()", &[])
+        .await
+        .map_err(pg("read the current schema"))?
+        .get(0);
+    tx.commit().await.map_err(pg("commit the migration"))?;
+    current.ok_or_else(|| {
+        StoreError::new(
+            "postgres: the connection has no current schema (its search_path names none that \
+             exists); set one in the address or in PostgresOptions::schema",
+        )
+    })
 }
