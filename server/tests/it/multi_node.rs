@@ -248,7 +248,7 @@ impl Rng {
 }
 
 const NODES: usize = 3;
-const INSTANCES: usize = 6;
+const INSTANCES: usize = 8;
 const SENDERS: usize = 3;
 
 /// Admit `message_id` to `instance`, starting at node `first` and going on to the next node
@@ -395,7 +395,7 @@ async fn three_nodes_killed_at_random_lose_nothing_and_apply_nothing_twice() {
                     Err(refused) => refusals.lock().unwrap().push(refused),
                 }
                 seq += 1;
-                tokio::time::sleep(Duration::from_millis(40)).await;
+                tokio::time::sleep(Duration::from_millis(80)).await;
             }
             (unacknowledged, resent)
         }));
@@ -442,7 +442,7 @@ async fn three_nodes_killed_at_random_lose_nothing_and_apply_nothing_twice() {
     let acknowledged = acknowledged.lock().unwrap().clone();
 
     // Drain: every instance idle with an empty inbox, within a bound.
-    let drain_limit = Duration::from_secs(120);
+    let drain_limit = Duration::from_secs(180);
     let drain_started = Instant::now();
     let observer = &apis[0];
     loop {
@@ -625,22 +625,29 @@ async fn admin(sql: &str) {
     let _ = driver.await;
 }
 
-/// How many connections the node called `app` has open.
-async fn connections(app: &str) -> i64 {
+/// The connections the node called `app` has open: (pid, state, backend start), for messages.
+async fn connections(app: &str) -> Vec<String> {
     let (client, connection) = tokio_postgres::connect(&base_url(), tokio_postgres::NoTls)
         .await
         .expect("connect to the test database");
     let driver = tokio::spawn(connection);
-    let row = client
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+    let rows = client
+        .query(
+            "SELECT pid, coalesce(state, '-'), backend_start::text, backend_type \
+             FROM pg_stat_activity WHERE application_name = $1",
             &[&app],
         )
         .await
         .unwrap();
     drop(client);
     let _ = driver.await;
-    row.get(0)
+    rows.iter()
+        .map(|r| {
+            let (pid, state, start, kind): (i32, &str, &str, &str) =
+                (r.get(0), r.get(1), r.get(2), r.get(3));
+            format!("pid {pid} {kind} {state} since {start}")
+        })
+        .collect()
 }
 
 /// A login role of the test's own, dropped (with what it owns) when this drops: the node it
@@ -753,22 +760,30 @@ async fn a_node_that_loses_the_database_stops_granting_work_and_recovers_by_itse
         held["turn"]["workflow_id"], "cut-1",
         "X leased cut-1's turn"
     );
-    assert!(connections(&app).await > 0, "X is connected as {app}");
+    assert!(
+        !connections(&app).await.is_empty(),
+        "X is connected as {app}"
+    );
 
-    // Cut X off: terminate its connections, and keep it from logging in again.
-    admin(&format!(
-        "ALTER ROLE \"{}\" NOLOGIN; \
-         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{app}'",
-        role.name
-    ))
-    .await;
+    // Cut X off: keep it from logging in again, then terminate its connections (again, should
+    // one have been opening meanwhile) until it has none.
+    admin(&format!("ALTER ROLE \"{}\" NOLOGIN", role.name)).await;
     let cut_at = Instant::now();
-    while connections(&app).await > 0 {
+    loop {
+        admin(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = '{app}'"
+        ))
+        .await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let open = connections(&app).await;
+        if open.is_empty() {
+            break;
+        }
         assert!(
             cut_at.elapsed() < Duration::from_secs(10),
-            "X's connections are still open"
+            "X's connections are still open: {open:#?}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
     // /readyz reports it.
