@@ -1,9 +1,9 @@
 //! `turnwise`: the command line of the turnwise server.
 //!
 //! ```text
-//! turnwise serve --db turnwise.db|postgres://… [--bind 127.0.0.1:7400] [--api-token TOKEN]
-//!                [--header-read-timeout SECS] [--body-read-timeout SECS] [--idle-timeout SECS]
-//!                [--max-connections N]
+//! turnwise serve [--config turnwise.toml] --db turnwise.db|postgres://… [--bind 127.0.0.1:7400]
+//!                [--api-token TOKEN] [--log-format text|json] [--history-keep-turns N] ...
+//! turnwise backup --db turnwise.db --out backup.db
 //! ```
 //!
 //! and the operator commands, clients of a running server (`turnwise --help` lists them, and
@@ -13,10 +13,11 @@
 //! turnwise [--url URL] [--token TOKEN] [--graph G] [--stack S] [--json] <command> ...
 //! ```
 //!
-//! The token may also come from `TURNWISE_API_TOKEN`, and each limit from its environment
-//! variable (`TURNWISE_HEADER_READ_TIMEOUT`, …; see `docs/http.md`). Without one the server listens on loopback
-//! addresses only. Logs go to stderr (`RUST_LOG` filters them, default `info`); once listening,
-//! the server prints `turnwise listening on http://<addr>` on stdout.
+//! Each `serve` setting comes from its flag, else its environment variable
+//! (`TURNWISE_BIND`, …), else the `--config` file, else its default (the `config` module).
+//! Without a token the server listens on loopback addresses only. Logs go to stderr (`RUST_LOG`
+//! filters them, default `info`), as text or JSON lines; once listening, the server prints
+//! `turnwise listening on http://<addr>` on stdout.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;

@@ -309,7 +309,20 @@ async fn the_history_retention_takes_effect_from_every_source() {
     drop(served);
 
     // Flags.
-    let served = serve(&[&base[..], &["--history-keep-turns", "2"]].concat(), &[]);
+    let served = serve(
+        &[
+            "serve",
+            "--db",
+            path(&db),
+            "--bind",
+            "127.0.0.1:0",
+            "--history-keep-turns",
+            "2",
+            "--history-keep-ms",
+            "1",
+        ],
+        &[],
+    );
     assert_eq!(finish_turns(&served.api, "flags", 5).await, [4, 5]);
     drop(served);
 
@@ -387,5 +400,52 @@ async fn json_logs_are_one_json_object_a_line() {
     assert_eq!(
         format!("http://{}", listening["fields"]["addr"].as_str().unwrap()),
         served.api.base
+    );
+}
+
+/// The example file of docs/operations.md ("Configuring"), the first `toml` block there.
+fn documented_example() -> String {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/operations.md"
+    ))
+    .unwrap();
+    let section = &doc[doc
+        .find("## 9. Configuring")
+        .expect("the Configuring section")..];
+    let start = section.find("```toml\n").expect("an example file") + "```toml\n".len();
+    let len = section[start..].find("```").unwrap();
+    section[start..start + len].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_file_of_the_docs_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("turnwise.toml");
+    let example = documented_example();
+    assert!(example.contains("body-limit = 32768"), "{example}");
+    std::fs::write(&file, example).unwrap();
+    // Its database and address replaced by flags: a temporary file and a free port.
+    let db = dir.path().join("turnwise.db");
+    let served = serve(
+        &[
+            "serve",
+            "--config",
+            path(&file),
+            "--db",
+            path(&db),
+            "--bind",
+            "127.0.0.1:0",
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    assert!(takes(&served.api, "x-1", 32_000).await);
+    assert!(!takes(&served.api, "x-2", 33_000).await);
+    // `log-format = "json"`.
+    let first = served.stderr.recv_timeout(Duration::from_secs(30)).unwrap();
+    let record: Value = serde_json::from_str(&first).unwrap_or_else(|e| panic!("{e}: {first}"));
+    assert_eq!(
+        record["fields"]["message"], "turnwise listening",
+        "{record}"
     );
 }
