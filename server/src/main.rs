@@ -53,7 +53,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the message-workflow HTTP API over a SQLite file or a PostgreSQL database.
-    Serve(config::ServeArgs),
+    Serve(Box<config::ServeArgs>),
     /// Copy a SQLite store into a new file, safely while a server runs on it.
     Backup(backup::BackupArgs),
     #[command(flatten)]
@@ -73,7 +73,7 @@ fn main() -> ExitCode {
             );
             return ExitCode::from(2);
         }
-        Command::Serve(args) => match config::Settings::resolve(args) {
+        Command::Serve(args) => match config::Settings::resolve(*args) {
             Ok(settings) => Ok(settings),
             Err(msg) => {
                 eprintln!("turnwise: {msg}");

@@ -32,15 +32,16 @@ pub fn turnwise(args: &[&str], env: &[(&str, &str)]) -> Command {
     cmd
 }
 
-/// A running `turnwise serve`: the process, a client of it, and its stderr line by line.
-pub struct Served {
-    pub process: ServerProcess,
-    pub api: Api,
-    pub stderr: Receiver<String>,
+/// A running `turnwise serve`: the process (killed when this is dropped), a client of it, and
+/// its stderr line by line.
+struct Served {
+    _process: ServerProcess,
+    api: Api,
+    stderr: Receiver<String>,
 }
 
 /// Start `turnwise <args>` (a `serve`) and wait until it listens.
-pub fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
+fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
     let mut child = turnwise(args, env)
         .spawn()
         .expect("start the turnwise binary");
@@ -60,13 +61,13 @@ pub fn serve(args: &[&str], env: &[(&str, &str)]) -> Served {
             }
         }
     });
-    let process = ServerProcess(child);
+    let _process = ServerProcess(child);
     let Ok(addr) = addr.recv_timeout(Duration::from_secs(30)) else {
         let said: Vec<String> = lines.try_iter().collect();
         panic!("turnwise {args:?} did not listen within 30 s; stderr: {said:#?}");
     };
     Served {
-        process,
+        _process,
         api: Api::new(format!("http://{addr}"), None),
         stderr: lines,
     }
