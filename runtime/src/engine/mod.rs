@@ -222,6 +222,7 @@ impl Engine {
     /// let local = turnwise::Engine::connect("workflows.db").await?;
     /// let shared = turnwise::Engine::connect("postgres://turnwise@127.0.0.1/turnwise").await?;
     /// # let _ = (local, shared); Ok(()) }
+    /// # let _ = demo;
     /// ```
     pub async fn connect(address: &str) -> Result<Self> {
         Self::connect_with(address, EngineConfig::default()).await
@@ -237,6 +238,7 @@ impl Engine {
     /// config.retention.keep_turns = 16;
     /// let engine = turnwise::Engine::connect_with("workflows.db", config).await?;
     /// # let _ = engine; Ok(()) }
+    /// # let _ = demo;
     /// ```
     pub async fn connect_with(address: &str, config: EngineConfig) -> Result<Self> {
         let postgres = ["postgres://", "postgresql://"].iter().any(|scheme| {
