@@ -378,6 +378,41 @@ impl Settings {
     }
 }
 
+/// For a refused flag value that came from an environment variable rather than the command
+/// line (clap's message names only the flag): a line naming the variable.
+pub fn env_source_note(cli: &clap::Command, e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    // `--body-limit <BYTES>`
+    let flag = arg.split_whitespace().next()?;
+    let long = flag.strip_prefix("--")?;
+    let on_command_line = std::env::args_os().any(|a| {
+        let a = a.to_string_lossy();
+        a == flag || a.starts_with(&format!("{flag}="))
+    });
+    if on_command_line {
+        return None;
+    }
+    let env = std::iter::once(cli)
+        .chain(cli.get_subcommands())
+        .flat_map(|c| c.get_arguments())
+        .find(|a| a.get_long() == Some(long))?
+        .get_env()?;
+    Some(format!(
+        "note: {flag} is not on the command line; the value comes from the environment \
+         variable {}",
+        env.to_string_lossy()
+    ))
+}
+
 /// Read and check the `--config` file. An error names the file, the line and the key.
 fn read_file(path: &Path) -> Result<FileConfig, String> {
     let text = std::fs::read_to_string(path)

@@ -61,7 +61,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(e) => {
+            let _ = e.print();
+            if let Some(note) = config::env_source_note(&Cli::command(), &e) {
+                eprintln!("{note}");
+            }
+            std::process::exit(e.exit_code());
+        }
+    };
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let command = match cli.command {
         Command::Backup(args) => return backup::run(args),

@@ -256,6 +256,10 @@ fn a_bad_value_is_refused_naming_its_key_and_where_it_came_from() {
     );
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("--history-keep-ms"), "{stderr}");
+    assert!(
+        stderr.contains("the value comes from the environment variable TURNWISE_HISTORY_KEEP_MS"),
+        "{stderr}"
+    );
     assert!(!db.exists(), "nothing was opened");
 }
 
