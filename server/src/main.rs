@@ -72,7 +72,12 @@ fn main() -> ExitCode {
         }
     };
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let command = match cli.command {
+    // What to run, once the settings are known (their log format first of all).
+    enum Job {
+        Serve(Box<config::Settings>),
+        Client(cli::Command),
+    }
+    let job = match cli.command {
         Command::Backup(args) => return backup::run(args),
         Command::Serve(_) if cli::client_flag_given(&matches).is_some() => {
             let flag = cli::client_flag_given(&matches).unwrap_or_default();
@@ -83,17 +88,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
         Command::Serve(args) => match config::Settings::resolve(*args) {
-            Ok(settings) => Ok(settings),
+            Ok(settings) => Job::Serve(Box::new(settings)),
             Err(msg) => {
                 eprintln!("turnwise: {msg}");
                 return ExitCode::from(2);
             }
         },
-        Command::Client(command) => Err(command),
+        Command::Client(command) => Job::Client(command),
     };
-    let log_format = match &command {
-        Ok(settings) => settings.log_format,
-        Err(_) => config::LogFormat::Text,
+    let log_format = match &job {
+        Job::Serve(settings) => settings.log_format,
+        Job::Client(_) => config::LogFormat::Text,
     };
     init_logs(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -106,9 +111,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match command {
-        Err(command) => runtime.block_on(cli::run(cli.client, command)),
-        Ok(settings) => match runtime.block_on(run(settings)) {
+    match job {
+        Job::Client(command) => runtime.block_on(cli::run(cli.client, command)),
+        Job::Serve(settings) => match runtime.block_on(run(*settings)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
                 eprintln!("turnwise: {msg}");
