@@ -1,9 +1,9 @@
 //! `turnwise`: the command line of the turnwise server.
 //!
 //! ```text
-//! turnwise serve --db turnwise.db|postgres://… [--bind 127.0.0.1:7400] [--api-token TOKEN]
-//!                [--header-read-timeout SECS] [--body-read-timeout SECS] [--idle-timeout SECS]
-//!                [--max-connections N]
+//! turnwise serve [--config turnwise.toml] --db turnwise.db|postgres://… [--bind 127.0.0.1:7400]
+//!                [--api-token TOKEN] [--log-format text|json] [--history-keep-turns N] ...
+//! turnwise backup --db turnwise.db --out backup.db
 //! ```
 //!
 //! and the operator commands, clients of a running server (`turnwise --help` lists them, and
@@ -13,16 +13,18 @@
 //! turnwise [--url URL] [--token TOKEN] [--graph G] [--stack S] [--json] <command> ...
 //! ```
 //!
-//! The token may also come from `TURNWISE_API_TOKEN`, and each limit from its environment
-//! variable (`TURNWISE_HEADER_READ_TIMEOUT`, …; see `docs/http.md`). Without one the server listens on loopback
-//! addresses only. Logs go to stderr (`RUST_LOG` filters them, default `info`); once listening,
-//! the server prints `turnwise listening on http://<addr>` on stdout.
+//! Each `serve` setting comes from its flag, else its environment variable
+//! (`TURNWISE_BIND`, …), else the `--config` file, else its default (the `config` module).
+//! Without a token the server listens on loopback addresses only. Logs go to stderr (`RUST_LOG`
+//! filters them, default `info`), as text or JSON lines; once listening, the server prints
+//! `turnwise listening on http://<addr>` on stdout.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::time::Duration;
 
+mod backup;
 mod cli;
+mod config;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use turnwise_server::{router, serve_with, ServerOptions, Shutdown};
@@ -51,79 +53,54 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the message-workflow HTTP API over a SQLite file or a PostgreSQL database.
-    Serve(ServeArgs),
+    Serve(Box<config::ServeArgs>),
+    /// Copy a SQLite store into a new file, safely while a server runs on it.
+    Backup(backup::BackupArgs),
     #[command(flatten)]
     Client(cli::Command),
 }
 
-#[derive(clap::Args)]
-struct ServeArgs {
-    /// Where the workflows are kept: the path of a SQLite file (created if missing), or a
-    /// PostgreSQL database, `postgres://user:password@host:port/database`, which any number of
-    /// `turnwise serve` nodes and embedded engines may share.
-    #[arg(
-        long,
-        value_name = "FILE|URL",
-        env = "TURNWISE_DB",
-        hide_env_values = true
-    )]
-    db: String,
-    /// The address to listen on. A non-loopback address needs an API token.
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:7400")]
-    bind: String,
-    /// Require `Authorization: Bearer <TOKEN>` on every request.
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        env = "TURNWISE_API_TOKEN",
-        hide_env_values = true
-    )]
-    api_token: Option<String>,
-    /// The largest request body in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = turnwise_server::DEFAULT_BODY_LIMIT)]
-    body_limit: usize,
-    /// Close a connection that takes longer than this to send a request head (seconds).
-    #[arg(long, value_name = "SECS", env = "TURNWISE_HEADER_READ_TIMEOUT",
-          default_value = "10", value_parser = seconds)]
-    header_read_timeout: Duration,
-    /// Refuse with 408 a request body that takes longer than this to arrive (seconds).
-    #[arg(long, value_name = "SECS", env = "TURNWISE_BODY_READ_TIMEOUT",
-          default_value = "30", value_parser = seconds)]
-    body_read_timeout: Duration,
-    /// Close a kept-alive connection idle for this long (seconds).
-    #[arg(long, value_name = "SECS", env = "TURNWISE_IDLE_TIMEOUT",
-          default_value = "60", value_parser = seconds)]
-    idle_timeout: Duration,
-    /// Serve at most this many connections at once; more wait until one closes.
-    #[arg(long, value_name = "N", env = "TURNWISE_MAX_CONNECTIONS",
-          default_value_t = turnwise_server::DEFAULT_MAX_CONNECTIONS as u64,
-          value_parser = clap::value_parser!(u64).range(1..u32::MAX as u64))]
-    max_connections: u64,
-}
-
-/// A positive number of seconds, fractions allowed.
-fn seconds(s: &str) -> Result<Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if secs.is_nan() || secs <= 0.0 {
-        return Err(format!("{s:?}: the timeout must be more than 0 seconds"));
-    }
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
-}
-
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
+    let matches = match Cli::command().try_get_matches() {
+        Ok(matches) => matches,
+        Err(e) => {
+            let _ = e.print();
+            if let Some(note) = config::env_source_note(&Cli::command(), &e) {
+                eprintln!("{note}");
+            }
+            std::process::exit(e.exit_code());
+        }
+    };
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // What to run, once the settings are known (their log format first of all).
+    enum Job {
+        Serve(Box<config::Settings>),
+        Client(cli::Command),
+    }
+    let job = match cli.command {
+        Command::Backup(args) => return backup::run(args),
+        Command::Serve(_) if cli::client_flag_given(&matches).is_some() => {
+            let flag = cli::client_flag_given(&matches).unwrap_or_default();
+            eprintln!(
+                "turnwise: --{flag} is an option of the client commands, not of `serve` \
+                 (the server's token is --api-token)"
+            );
+            return ExitCode::from(2);
+        }
+        Command::Serve(args) => match config::Settings::resolve(*args) {
+            Ok(settings) => Job::Serve(Box::new(settings)),
+            Err(msg) => {
+                eprintln!("turnwise: {msg}");
+                return ExitCode::from(2);
+            }
+        },
+        Command::Client(command) => Job::Client(command),
+    };
+    let log_format = match &job {
+        Job::Serve(settings) => settings.log_format,
+        Job::Client(_) => config::LogFormat::Text,
+    };
+    init_logs(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -134,17 +111,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match cli.command {
-        Command::Client(command) => runtime.block_on(cli::run(cli.client, command)),
-        Command::Serve(_) if cli::client_flag_given(&matches).is_some() => {
-            let flag = cli::client_flag_given(&matches).unwrap_or_default();
-            eprintln!(
-                "turnwise: --{flag} is an option of the client commands, not of `serve` \
-                 (the server's token is --api-token)"
-            );
-            ExitCode::from(2)
-        }
-        Command::Serve(args) => match runtime.block_on(run(args)) {
+    match job {
+        Job::Client(command) => runtime.block_on(cli::run(cli.client, command)),
+        Job::Serve(settings) => match runtime.block_on(run(*settings)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(msg) => {
                 eprintln!("turnwise: {msg}");
@@ -154,8 +123,23 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: ServeArgs) -> Result<(), String> {
-    let token = args.api_token.filter(|t| !t.trim().is_empty());
+/// Log lines on stderr, filtered by `RUST_LOG` (default `info`), as text or JSON.
+fn init_logs(format: config::LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        config::LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        config::LogFormat::Json => logs.json().with_ansi(false).init(),
+    }
+}
+
+async fn run(args: config::Settings) -> Result<(), String> {
+    let token = args.api_token;
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&args.bind)
         .await
         .map_err(|e| format!("cannot resolve --bind {}: {e}", args.bind))?
@@ -173,7 +157,7 @@ async fn run(args: ServeArgs) -> Result<(), String> {
         }
     }
     let db = redacted(&args.db);
-    let engine = turnwise::Engine::connect(&args.db)
+    let engine = turnwise::Engine::connect_with(&args.db, args.engine)
         .await
         .map_err(|e| format!("cannot open the database {db}: {e}"))?;
     let listener = tokio::net::TcpListener::bind(&addrs[..])
@@ -189,7 +173,7 @@ async fn run(args: ServeArgs) -> Result<(), String> {
         .with_header_read_timeout(args.header_read_timeout)
         .with_body_read_timeout(args.body_read_timeout)
         .with_idle_timeout(args.idle_timeout)
-        .with_max_connections(args.max_connections as usize)
+        .with_max_connections(args.max_connections)
         .with_shutdown(shutdown.clone());
     if let Some(token) = token {
         options = options.with_token(token);

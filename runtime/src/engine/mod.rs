@@ -222,8 +222,25 @@ impl Engine {
     /// let local = turnwise::Engine::connect("workflows.db").await?;
     /// let shared = turnwise::Engine::connect("postgres://turnwise@127.0.0.1/turnwise").await?;
     /// # let _ = (local, shared); Ok(()) }
+    /// # let _ = demo;
     /// ```
     pub async fn connect(address: &str) -> Result<Self> {
+        Self::connect_with(address, EngineConfig::default()).await
+    }
+
+    /// [`Engine::connect`] with `config` instead of the default settings: the same addresses
+    /// (a `postgres://` or `postgresql://` URL, or the path of a SQLite file), the system
+    /// clock, and `config`'s limits, history retention and timings.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> turnwise::Result<()> {
+    /// let mut config = turnwise::EngineConfig::default();
+    /// config.retention.keep_turns = 16;
+    /// let engine = turnwise::Engine::connect_with("workflows.db", config).await?;
+    /// # let _ = engine; Ok(()) }
+    /// # let _ = demo;
+    /// ```
+    pub async fn connect_with(address: &str, config: EngineConfig) -> Result<Self> {
         let postgres = ["postgres://", "postgresql://"].iter().any(|scheme| {
             address
                 .get(..scheme.len())
@@ -233,7 +250,7 @@ impl Engine {
             #[cfg(feature = "postgres")]
             {
                 let store = crate::store::PostgresStore::connect(address).await?;
-                return Ok(Self::new(store, SystemClock, EngineConfig::default()));
+                return Ok(Self::new(store, SystemClock, config));
             }
             #[cfg(not(feature = "postgres"))]
             return Err(Error::invalid(
@@ -244,16 +261,20 @@ impl Engine {
         }
         #[cfg(feature = "sqlite")]
         {
-            Self::open(address).await
+            let store = crate::store::SqliteStore::open(std::path::Path::new(address)).await?;
+            Ok(Self::new(store, SystemClock, config))
         }
         #[cfg(not(feature = "sqlite"))]
-        Err(Error::invalid(
-            "address",
-            format!(
-                "`{address}` is taken for the path of a SQLite file, and this build has no \
-                 SQLite store (the `sqlite` feature); use a postgres:// address"
-            ),
-        ))
+        {
+            let _ = config;
+            Err(Error::invalid(
+                "address",
+                format!(
+                    "`{address}` is taken for the path of a SQLite file, and this build has no \
+                     SQLite store (the `sqlite` feature); use a postgres:// address"
+                ),
+            ))
+        }
     }
 
     /// The same engine addressing another namespace. Instances in different namespaces are

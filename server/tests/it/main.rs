@@ -6,7 +6,9 @@
 mod common;
 
 mod accepted_values;
+mod backup;
 mod cli;
+mod config;
 mod health;
 mod http_await_turn;
 mod http_bad_input;
