@@ -138,7 +138,8 @@ pub(super) async fn listen(config: &Config, channel: &str) -> Result<Listening, 
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "postgres: the change-notice connection failed");
+                    let e = super::failed("the change-notice connection failed", e);
+                    tracing::warn!("{e}");
                     return;
                 }
             }
