@@ -36,6 +36,7 @@ documents! {
     macros => "../../docs/macros.md",
     operations => "../../docs/operations.md",
     performance => "../../docs/performance.md",
+    postgres => "../../docs/postgres.md",
     protocol => "../../docs/protocol.md",
     testing => "../../docs/testing.md",
 }
