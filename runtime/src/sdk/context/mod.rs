@@ -42,6 +42,7 @@ pub(crate) enum Interrupt {
 pub(crate) struct TurnShared {
     pub(crate) backend: Arc<dyn Backend>,
     /// The backend as the embedded engine it is, if it is one (transactional steps need it).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) engine: Option<crate::engine::Engine>,
     pub(crate) lease: Lease,
     pub(crate) effect_prefix: String,

@@ -476,286 +476,157 @@ const NEXT_DUE: &str = "SELECT min(due_at_ms) FROM instances WHERE ns = $1 \
      AND (workflow_type, version) IN (SELECT * FROM unnest($2::text[], $3::text[])) \
      AND due_at_ms IS NOT NULL";
 
-/// The commit's first pipeline: the instance row, locked.
-const LOCK_INSTANCE: &str = "SELECT revision, due_at_ms FROM instances \
-     WHERE ns = $1 AND id = $2 FOR UPDATE";
-/// The kept turns a write set's turns would replace or collide with.
-const CHECK_TURNS: &str = "SELECT number, message_id, finished, body FROM turns \
-     WHERE ns = $1 AND id = $2 AND (number = ANY($3) OR message_id = ANY($4))";
-const UPSERT_TURNS: &str = "INSERT INTO turns (ns, id, number, message_id, finished, \
-     finished_at_ms, body) \
-     SELECT $1, $2, * FROM unnest($3::bigint[], $4::text[], $5::boolean[], $6::bigint[], \
-     $7::text[]) \
-     ON CONFLICT (ns, id, number) DO UPDATE SET finished = EXCLUDED.finished, \
-     finished_at_ms = EXCLUDED.finished_at_ms, body = EXCLUDED.body";
-const CREATE_INSTANCE: &str = "INSERT INTO instances (ns, id, workflow_type, version, revision, \
-     pending_count, due_at_ms, history_pruned_through, body) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8)";
-const UPDATE_INSTANCE: &str = "UPDATE instances SET workflow_type = $3, version = $4, \
-     revision = $5, pending_count = $6, due_at_ms = $7, body = $8 WHERE ns = $1 AND id = $2";
-/// Retention, then the instance: the newest `$9` finished turns are kept, and so is every
-/// turn finished at or after `$10`.
-const PRUNE: &str = "WITH kept AS (SELECT number FROM turns WHERE ns = $1 AND id = $2 \
-     AND finished ORDER BY number DESC LIMIT $9), \
-     pruned AS (DELETE FROM turns WHERE ns = $1 AND id = $2 AND finished \
-     AND finished_at_ms < $10 AND number NOT IN (SELECT number FROM kept) RETURNING number) ";
+/// The commit function (`schema.rs`), with its 21 parameters.
+const COMMIT: &str = "SELECT turnwise_commit_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+     $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
 const DELETE_TURNS: &str = "DELETE FROM turns WHERE ns = $1 AND id = $2";
 const DELETE_INSTANCE: &str = "DELETE FROM instances WHERE ns = $1 AND id = $2";
-const NOTIFY: &str = "SELECT pg_notify($1, $2)";
-
-fn create_pruning() -> &'static str {
-    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!(
-            "{PRUNE}INSERT INTO instances (ns, id, workflow_type, version, revision, \
-             pending_count, due_at_ms, history_pruned_through, body) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE((SELECT max(number) FROM pruned), 0), \
-             $8)"
-        )
-    });
-    &SQL
-}
-
-fn update_pruning() -> &'static str {
-    static SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!(
-            "{PRUNE}UPDATE instances SET workflow_type = $3, version = $4, revision = $5, \
-             pending_count = $6, due_at_ms = $7, body = $8, history_pruned_through = \
-             GREATEST(history_pruned_through, COALESCE((SELECT max(number) FROM pruned), 0)) \
-             WHERE ns = $1 AND id = $2"
-        )
-    });
-    &SQL
-}
-
-/// A pooled connection inside a transaction. Dropped while the transaction is open (the
-/// commit's future was dropped, or its `ROLLBACK` failed), it is taken out of the pool and
-/// closed, and the database rolls the transaction back.
-struct Tx {
-    client: Option<Object>,
-    open: bool,
-}
-
-impl Tx {
-    fn client(&self) -> &Object {
-        self.client
-            .as_ref()
-            .expect("a Tx holds its client until dropped")
-    }
-
-    async fn rollback(&mut self) {
-        if self.open && self.client().batch_execute("ROLLBACK").await.is_ok() {
-            self.open = false;
-        }
-    }
-}
-
-impl Drop for Tx {
-    fn drop(&mut self) {
-        if self.open {
-            if let Some(client) = self.client.take() {
-                drop(Object::take(client));
-            }
-        }
-    }
-}
 
 fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
     e.code() == Some(&SqlState::UNIQUE_VIOLATION)
 }
 
 impl PostgresStore {
-    /// Write `write` on connection `c`: in a transaction of its own (`BEGIN` and `COMMIT` go in
-    /// the pipelines), or, when `joined`, inside the transaction `c` is already in (a
-    /// transactional step's), which its owner commits.
+    /// Write `write` on connection `c` with one statement, the commit function (`schema.rs`),
+    /// which locks the instance's row, checks the revision and the turns, writes, prunes and
+    /// notifies: on its own it is one transaction and one round trip; when `joined`, it runs
+    /// inside the transaction `c` is in (a transactional step's), which its owner commits.
     async fn write(&self, c: &Object, write: &WriteSet, joined: bool) -> Result<(), CommitError> {
         let (ns, id) = (write.ns.as_str(), write.id.as_str());
-        let mut numbers = Vec::with_capacity(write.turns.len());
+        // Two turns of one write set under one message id: refused before anything is sent.
+        for (i, t) in write.turns.iter().enumerate() {
+            let repeated = write.turns[..i]
+                .iter()
+                .any(|o| o.message_id == t.message_id && o.number != t.number);
+            if repeated {
+                return Err(CommitError::MessageIdTaken {
+                    message_id: t.message_id.clone(),
+                });
+            }
+        }
+        if let Some(inst) = &write.instance {
+            if inst.id != write.id || inst.ns != write.ns {
+                return Err(StoreError::new(format!(
+                    "write set for `{id}` carries the record of `{}`",
+                    inst.id
+                ))
+                .into());
+            }
+            let want = write.expected_revision.map_or(1, |r| r + 1);
+            if inst.revision != want {
+                return Err(StoreError::new(format!(
+                    "write set for `{id}` carries revision {} (expected {want})",
+                    inst.revision
+                ))
+                .into());
+            }
+        }
+        let n = write.turns.len();
+        let mut numbers = Vec::with_capacity(n);
+        let mut bodies = Vec::with_capacity(n);
         for t in &write.turns {
             numbers.push(int(t.number, "turn number")?);
-        }
-        let message_ids: Vec<&str> = write.turns.iter().map(|t| t.message_id.as_str()).collect();
-        let lock = c
-            .prepare_cached(LOCK_INSTANCE)
-            .await
-            .map_err(pg("prepare a statement"))?;
-        let check = c
-            .prepare_cached(CHECK_TURNS)
-            .await
-            .map_err(pg("prepare a statement"))?;
-        let begin = match (joined, write.durability) {
-            (true, _) => None,
-            (false, Durability::Relaxed) => Some("BEGIN; SET LOCAL synchronous_commit TO OFF"),
-            (false, _) => Some("BEGIN"),
-        };
-        let end = async {
-            match joined {
-                true => Ok(()),
-                false => c.batch_execute("COMMIT").await,
-            }
-        };
-
-        // First pipeline: begin, lock the instance, read the turns the write set touches.
-        let key: [&(dyn ToSql + Sync); 2] = [&ns, &id];
-        let (begun, current, kept) = tokio::join!(
-            async {
-                match begin {
-                    Some(sql) => c.batch_execute(sql).await,
-                    None => Ok(()),
-                }
-            },
-            c.query_opt(&lock, &key),
-            async {
-                if write.turns.is_empty() {
-                    Ok(Vec::new())
-                } else {
-                    c.query(&check, &[&ns, &id, &numbers, &message_ids]).await
-                }
-            }
-        );
-        begun.map_err(pg("begin a transaction"))?;
-        let current = current.map_err(pg(format_args!("lock instance `{id}`")))?;
-        let kept = kept.map_err(pg(format_args!("read the turns of `{id}`")))?;
-        let (current_revision, current_due) = match &current {
-            Some(row) => (
-                Some(uint(row.get(0), "revision")?),
-                row.get::<_, Option<i64>>(1),
-            ),
-            None => (None, None),
-        };
-        check_revision(current_revision, write)?;
-        self.check_turns(ns, id, write, &kept).await?;
-
-        let change = Change::of(write);
-        let sooner = match (change.due_at_ms, current_due) {
-            (Some(new), Some(old)) => new < old,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        let payload = (change.settled || sooner).then(|| self.inner.notices.payload(&change));
-
-        // Second pipeline: the writes, the notice and the commit.
-        let notify = c
-            .prepare_cached(NOTIFY)
-            .await
-            .map_err(pg("prepare a statement"))?;
-        let channel = self.inner.notices.channel.as_str();
-        let Some(inst) = &write.instance else {
-            let delete_turns = c
-                .prepare_cached(DELETE_TURNS)
-                .await
-                .map_err(pg("prepare a statement"))?;
-            let delete = c
-                .prepare_cached(DELETE_INSTANCE)
-                .await
-                .map_err(pg("prepare a statement"))?;
-            let (turns, instance, notified, committed) = tokio::join!(
-                c.execute(&delete_turns, &key),
-                c.execute(&delete, &key),
-                async {
-                    match &payload {
-                        Some(p) => c.execute(&notify, &[&channel, p]).await,
-                        None => Ok(0),
-                    }
-                },
-                end,
-            );
-            turns.map_err(pg(format_args!("delete the turns of `{id}`")))?;
-            instance.map_err(pg(format_args!("delete instance `{id}`")))?;
-            notified.map_err(pg("send the change notice"))?;
-            committed.map_err(pg("commit"))?;
-            self.count(write, joined, payload.is_some());
-            return Ok(());
-        };
-
-        let upsert = c
-            .prepare_cached(UPSERT_TURNS)
-            .await
-            .map_err(pg("prepare a statement"))?;
-        let creating = current.is_none();
-        let sql = match (creating, write.retention.is_some()) {
-            (true, false) => CREATE_INSTANCE,
-            (false, false) => UPDATE_INSTANCE,
-            (true, true) => create_pruning(),
-            (false, true) => update_pruning(),
-        };
-        let instance_statement = c
-            .prepare_cached(sql)
-            .await
-            .map_err(pg("prepare a statement"))?;
-        let finished: Vec<bool> = write.turns.iter().map(TurnRecord::is_finished).collect();
-        let finished_at: Vec<Option<i64>> = write.turns.iter().map(|t| t.finished_at_ms).collect();
-        let mut bodies = Vec::with_capacity(write.turns.len());
-        for t in &write.turns {
             bodies.push(
                 serde_json::to_string(t)
                     .map_err(|e| StoreError::new(format!("postgres: encode a turn: {e}")))?,
             );
         }
-        let body = serde_json::to_string(inst)
-            .map_err(|e| StoreError::new(format!("postgres: encode an instance: {e}")))?;
-        let revision = int(inst.revision, "revision")?;
-        let pending = int(inst.pending.len() as u64, "pending count")?;
+        let message_ids: Vec<&str> = write.turns.iter().map(|t| t.message_id.as_str()).collect();
+        let finished: Vec<bool> = write.turns.iter().map(TurnRecord::is_finished).collect();
+        let finished_at: Vec<Option<i64>> = write.turns.iter().map(|t| t.finished_at_ms).collect();
+        let expected = write
+            .expected_revision
+            .map(|r| int(r, "revision"))
+            .transpose()?;
+        let relaxed = !joined && write.durability == Durability::Relaxed;
+        let delete = write.instance.is_none();
+        let (workflow_type, version, revision, pending, due, body) =
+            match &write.instance {
+                Some(inst) => (
+                    Some(inst.workflow_type.as_str()),
+                    Some(inst.version.as_str()),
+                    Some(int(inst.revision, "revision")?),
+                    Some(int(inst.pending.len() as u64, "pending count")?),
+                    inst.due_at_ms,
+                    Some(serde_json::to_string(inst).map_err(|e| {
+                        StoreError::new(format!("postgres: encode an instance: {e}"))
+                    })?),
+                ),
+                None => (None, None, None, None, None, None),
+            };
         let (keep_turns, keep_since) = match write.retention {
-            Some(r) => (clamp(r.keep_turns.max(1)), r.keep_since_ms),
-            None => (0, 0),
+            Some(r) => (Some(clamp(r.keep_turns.max(1))), Some(r.keep_since_ms)),
+            None => (None, None),
         };
-        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
-            &ns,
-            &id,
-            &inst.workflow_type,
-            &inst.version,
-            &revision,
-            &pending,
-            &inst.due_at_ms,
-            &body,
-        ];
-        if write.retention.is_some() {
-            params.push(&keep_turns);
-            params.push(&keep_since);
-        }
-        let (turns, instance, notified, committed) = tokio::join!(
-            async {
-                if write.turns.is_empty() {
-                    Ok(0)
-                } else {
-                    c.execute(
-                        &upsert,
-                        &[
-                            &ns,
-                            &id,
-                            &numbers,
-                            &message_ids,
-                            &finished,
-                            &finished_at,
-                            &bodies,
-                        ],
-                    )
-                    .await
-                }
-            },
-            c.execute(&instance_statement, &params),
-            async {
-                match &payload {
-                    Some(p) => c.execute(&notify, &[&channel, p]).await,
-                    None => Ok(0),
-                }
-            },
-            end,
-        );
-        // A failed statement aborts the transaction, and the `COMMIT` after it rolls it back.
-        let failed = turns.as_ref().err().or(instance.as_ref().err());
-        if let Some(e) = failed {
-            if creating && is_unique_violation(e) {
-                // Another process created the instance (or a turn of it) first.
-                return Err(CommitError::Conflict);
+        // The notice is sent only if the commit makes the instance due sooner or settles a
+        // turn (the function compares with the due time it locked); it is made only when it
+        // may be sent.
+        let change = Change::of(write);
+        let payload = (change.settled || change.due_at_ms.is_some())
+            .then(|| self.inner.notices.payload(&change));
+        let channel = self.inner.notices.channel.as_str();
+        let statement = c
+            .prepare_cached(COMMIT)
+            .await
+            .map_err(pg("prepare the commit"))?;
+        let answer = c
+            .query_one(
+                &statement,
+                &[
+                    &ns,
+                    &id,
+                    &expected,
+                    &relaxed,
+                    &delete,
+                    &workflow_type,
+                    &version,
+                    &revision,
+                    &pending,
+                    &due,
+                    &body,
+                    &numbers,
+                    &message_ids,
+                    &finished,
+                    &finished_at,
+                    &bodies,
+                    &keep_turns,
+                    &keep_since,
+                    &channel,
+                    &payload,
+                    &change.settled,
+                ],
+            )
+            .await;
+        let row = match answer {
+            Ok(row) => row,
+            // Another process created the instance (or a turn of it) first.
+            Err(e) if expected.is_none() && is_unique_violation(&e) => {
+                return Err(CommitError::Conflict)
             }
+            Err(e) => return Err(pg(format_args!("commit instance `{id}`"))(e).into()),
+        };
+        let answer: &str = row.get(0);
+        match answer.split_once(':') {
+            None if answer == "ok" || answer == "notified" => {
+                self.count(write, joined, answer == "notified");
+                Ok(())
+            }
+            None if answer == "conflict" => Err(CommitError::Conflict),
+            Some(("taken", message_id)) => Err(CommitError::MessageIdTaken {
+                message_id: message_id.to_owned(),
+            }),
+            Some(("history", turn)) => Err(StoreError::new(format!(
+                "turn {turn} of `{id}` is in history and cannot be rewritten"
+            ))
+            .into()),
+            Some(("message-id", turn)) => {
+                Err(StoreError::new(format!("turn {turn} changed its message id")).into())
+            }
+            _ => Err(
+                StoreError::new(format!("postgres: the commit function answered `{answer}`"))
+                    .into(),
+            ),
         }
-        turns.map_err(pg(format_args!("write the turns of `{id}`")))?;
-        instance.map_err(pg(format_args!("write instance `{id}`")))?;
-        notified.map_err(pg("send the change notice"))?;
-        committed.map_err(pg("commit"))?;
-        self.count(write, joined, payload.is_some());
-        Ok(())
     }
 
     fn count(&self, write: &WriteSet, joined: bool, notified: bool) {
@@ -770,53 +641,6 @@ impl PostgresStore {
         if notified {
             c.notices.fetch_add(1, Relaxed);
         }
-    }
-
-    /// The checks of the contract on the turns a write set replaces: a finished turn is not
-    /// rewritten, a turn keeps its message id, and message ids stay unique.
-    async fn check_turns(
-        &self,
-        ns: &str,
-        id: &str,
-        write: &WriteSet,
-        kept: &[Row],
-    ) -> Result<(), CommitError> {
-        for (i, t) in write.turns.iter().enumerate() {
-            let number = int(t.number, "turn number")?;
-            for row in kept {
-                let (n, message_id, finished): (i64, &str, bool) =
-                    (row.get(0), row.get(1), row.get(2));
-                if n == number {
-                    if finished && self.turn(ns, id, row.get(3)).await? != *t {
-                        return Err(StoreError::new(format!(
-                            "turn {} of `{id}` is in history and cannot be rewritten",
-                            t.number
-                        ))
-                        .into());
-                    }
-                    if message_id != t.message_id {
-                        return Err(StoreError::new(format!(
-                            "turn {} changed its message id",
-                            t.number
-                        ))
-                        .into());
-                    }
-                } else if message_id == t.message_id {
-                    return Err(CommitError::MessageIdTaken {
-                        message_id: t.message_id.clone(),
-                    });
-                }
-            }
-            let repeated = write.turns[..i]
-                .iter()
-                .any(|o| o.message_id == t.message_id && o.number != t.number);
-            if repeated {
-                return Err(CommitError::MessageIdTaken {
-                    message_id: t.message_id.clone(),
-                });
-            }
-        }
-        Ok(())
     }
 }
 
@@ -981,16 +805,9 @@ impl Store for PostgresStore {
             };
             return self.write(c, &write, true).await;
         }
-        let mut tx = Tx {
-            client: Some(self.client().await?),
-            open: true,
-        };
-        let result = self.write(tx.client(), &write, false).await;
-        match result {
-            Ok(()) => tx.open = false,
-            Err(_) => tx.rollback().await,
-        }
-        result
+        // One statement: its own transaction, all of it or none.
+        let client = self.client().await?;
+        self.write(&client, &write, false).await
     }
 
     async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {

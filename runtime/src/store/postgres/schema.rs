@@ -44,6 +44,99 @@ CREATE TABLE turns (
 CREATE UNIQUE INDEX turns_by_message ON turns (ns, id, message_id);
 "#;
 
+/// The commit, as one statement: a write set in one round trip (see `PostgresStore::write`).
+/// Replaced on every connect, so that it is always this version's; the name carries a version
+/// of its own for the day its parameters change while older nodes still run.
+///
+/// It answers `ok` or `notified` (written, with a change notice), `conflict` (the revision is
+/// not the expected one: nothing written), `taken:<message id>`, `history:<turn>` (a finished
+/// turn would change) or `message-id:<turn>` (a turn's message id would change).
+const COMMIT_FUNCTION: &str = r#"
+CREATE OR REPLACE FUNCTION turnwise_commit_v1(
+    p_ns text, p_id text, p_expected bigint, p_relaxed boolean, p_delete boolean,
+    p_workflow_type text, p_version text, p_revision bigint, p_pending bigint, p_due bigint,
+    p_body text, p_numbers bigint[], p_message_ids text[], p_finished boolean[],
+    p_finished_at bigint[], p_bodies text[], p_keep_turns bigint, p_keep_since bigint,
+    p_channel text, p_payload text, p_settled boolean
+) RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+    cur_revision bigint;
+    cur_due bigint;
+    pruned bigint := 0;
+    i int;
+    old record;
+    notify boolean;
+BEGIN
+    IF p_relaxed THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    SELECT revision, due_at_ms INTO cur_revision, cur_due
+        FROM instances WHERE ns = p_ns AND id = p_id FOR UPDATE;
+    IF cur_revision IS DISTINCT FROM p_expected THEN
+        RETURN 'conflict';
+    END IF;
+    notify := p_payload IS NOT NULL AND (p_settled OR (p_due IS NOT NULL
+        AND (cur_due IS NULL OR p_due < cur_due)));
+    IF p_delete THEN
+        DELETE FROM turns WHERE ns = p_ns AND id = p_id;
+        DELETE FROM instances WHERE ns = p_ns AND id = p_id;
+    ELSE
+        FOR i IN 1 .. coalesce(array_length(p_numbers, 1), 0) LOOP
+            FOR old IN SELECT number, message_id, finished, body FROM turns
+                WHERE ns = p_ns AND id = p_id
+                  AND (number = p_numbers[i] OR message_id = p_message_ids[i])
+            LOOP
+                IF old.number = p_numbers[i] THEN
+                    IF old.finished AND old.body IS DISTINCT FROM p_bodies[i] THEN
+                        RETURN 'history:' || old.number;
+                    END IF;
+                    IF old.message_id <> p_message_ids[i] THEN
+                        RETURN 'message-id:' || old.number;
+                    END IF;
+                ELSE
+                    RETURN 'taken:' || p_message_ids[i];
+                END IF;
+            END LOOP;
+        END LOOP;
+        INSERT INTO turns (ns, id, number, message_id, finished, finished_at_ms, body)
+            SELECT p_ns, p_id, * FROM unnest(p_numbers, p_message_ids, p_finished,
+                p_finished_at, p_bodies)
+            ON CONFLICT (ns, id, number) DO UPDATE SET finished = EXCLUDED.finished,
+                finished_at_ms = EXCLUDED.finished_at_ms, body = EXCLUDED.body;
+        IF p_keep_turns IS NOT NULL THEN
+            WITH kept AS (
+                SELECT number FROM turns WHERE ns = p_ns AND id = p_id AND finished
+                ORDER BY number DESC LIMIT p_keep_turns
+            ), gone AS (
+                DELETE FROM turns WHERE ns = p_ns AND id = p_id AND finished
+                    AND finished_at_ms < p_keep_since
+                    AND number NOT IN (SELECT number FROM kept)
+                RETURNING number
+            )
+            SELECT coalesce(max(number), 0) INTO pruned FROM gone;
+        END IF;
+        IF cur_revision IS NULL THEN
+            INSERT INTO instances (ns, id, workflow_type, version, revision, pending_count,
+                due_at_ms, history_pruned_through, body)
+            VALUES (p_ns, p_id, p_workflow_type, p_version, p_revision, p_pending, p_due,
+                pruned, p_body);
+        ELSE
+            UPDATE instances SET workflow_type = p_workflow_type, version = p_version,
+                revision = p_revision, pending_count = p_pending, due_at_ms = p_due,
+                body = p_body,
+                history_pruned_through = GREATEST(history_pruned_through, pruned)
+            WHERE ns = p_ns AND id = p_id;
+        END IF;
+    END IF;
+    IF notify THEN
+        PERFORM pg_notify(p_channel, p_payload);
+        RETURN 'notified';
+    END IF;
+    RETURN 'ok';
+END
+$fn$
+"#;
+
 /// Create the tables, or check and migrate the ones there, in one transaction that holds the
 /// migration lock, so that nodes starting together migrate once. Answers the schema the
 /// tables are in.
@@ -104,6 +197,9 @@ pub(super) async fn migrate(
         // The current version; later versions add their steps here, from `v` up.
         Some(_) => {}
     }
+    tx.batch_execute(COMMIT_FUNCTION)
+        .await
+        .map_err(pg("install the commit function"))?;
     let current: Option<String> = tx
         .query_one("SELECT current_schema()", &[])
         .await
