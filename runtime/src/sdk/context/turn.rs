@@ -279,6 +279,7 @@ impl<W: Workflow> Turn<W> {
     ///
     /// ```no_run
     /// # use turnwise::prelude::*;
+    /// # #[allow(dead_code)]
     /// # async fn debit(ctx: &mut Turn<impl Workflow>, account: i64, cents: i64)
     /// #     -> Result<u64, TurnError> {
     /// let changed = ctx

@@ -72,6 +72,7 @@ impl PostgresOptions {
 /// serve` nodes and applications running embedded engines, all on one database.
 ///
 /// ```no_run
+/// # #[allow(dead_code)]
 /// # async fn demo() -> Result<(), turnwise::store::StoreError> {
 /// use turnwise::store::PostgresStore;
 ///

@@ -16,6 +16,7 @@ use super::{PostgresOptions, PostgresStore};
 /// there it panics, so that a CI run that lost its database fails instead of passing untested.
 ///
 /// ```no_run
+/// # #[allow(dead_code)]
 /// # async fn demo() {
 /// use turnwise::testing::TestPostgres;
 ///
