@@ -27,7 +27,7 @@ mod cli;
 mod config;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use turnwise_server::{router, serve_with, ServerOptions, Shutdown};
+use turnwise_server::{metrics_router, router, serve_with, ServerOptions, Shutdown};
 
 /// jemalloc rather than the platform's allocator: the engine's records are allocated on the
 /// runtime's threads and freed on the store's writer thread, a pattern glibc's malloc serves
@@ -140,13 +140,7 @@ fn init_logs(format: config::LogFormat) {
 
 async fn run(args: config::Settings) -> Result<(), String> {
     let token = args.api_token;
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&args.bind)
-        .await
-        .map_err(|e| format!("cannot resolve --bind {}: {e}", args.bind))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(format!("--bind {} resolves to no address", args.bind));
-    }
+    let addrs = resolve("--bind", &args.bind).await?;
     if token.is_none() {
         if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
             return Err(format!(
@@ -156,6 +150,20 @@ async fn run(args: config::Settings) -> Result<(), String> {
             ));
         }
     }
+    let metrics_addrs = match &args.metrics_bind {
+        Some(bind) => Some(resolve("--metrics-bind", bind).await?),
+        None => None,
+    };
+    if let (None, Some(addrs)) = (&token, &metrics_addrs) {
+        if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(format!(
+                "refusing to serve /metrics on {open} without an API token: the metrics \
+                 listener takes no token, and without one this server is for loopback use \
+                 only. Set --api-token, or bind a loopback address such as 127.0.0.1:9400"
+            ));
+        }
+    }
+    let metrics = turnwise_server::metrics::install().map_err(|e| e.to_string())?;
     let db = redacted(&args.db);
     let engine = turnwise::Engine::connect_with(&args.db, args.engine)
         .await
@@ -174,14 +182,38 @@ async fn run(args: config::Settings) -> Result<(), String> {
         .with_body_read_timeout(args.body_read_timeout)
         .with_idle_timeout(args.idle_timeout)
         .with_max_connections(args.max_connections)
+        .with_metrics(metrics)
         .with_shutdown(shutdown.clone());
     if let Some(token) = token {
         options = options.with_token(token);
     }
-    let app = router(engine, options.clone());
+    let metrics_listener = match &metrics_addrs {
+        Some(addrs) => {
+            let listener = tokio::net::TcpListener::bind(&addrs[..])
+                .await
+                .map_err(|e| format!("cannot listen on --metrics-bind {addrs:?}: {e}"))?;
+            let local = listener
+                .local_addr()
+                .map_err(|e| format!("cannot read the bound metrics address: {e}"))?;
+            Some((listener, local))
+        }
+        None => None,
+    };
+    let app = router(engine.clone(), options.clone());
 
     tracing::info!(addr = %local, db = %db, "turnwise listening");
     println!("turnwise listening on http://{local}");
+    let mut metrics_server = None;
+    if let Some((listener, at)) = metrics_listener {
+        tracing::info!(addr = %at, "turnwise metrics listening");
+        println!("turnwise metrics on http://{at}/metrics");
+        let app = metrics_router(engine, options.clone());
+        let options = options.clone();
+        let stop = shutdown.clone();
+        metrics_server = Some(tokio::spawn(async move {
+            serve_with(listener, app, &options, stop.wait_owned()).await
+        }));
+    }
 
     let stop = shutdown.clone();
     tokio::spawn(async move {
@@ -196,8 +228,26 @@ async fn run(args: config::Settings) -> Result<(), String> {
     serve_with(listener, app, &options, shutdown.wait_owned())
         .await
         .map_err(|e| format!("the server failed: {e}"))?;
+    if let Some(metrics_server) = metrics_server {
+        match metrics_server.await {
+            Ok(served) => served.map_err(|e| format!("the metrics listener failed: {e}"))?,
+            Err(e) => return Err(format!("the metrics listener failed: {e}")),
+        }
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The addresses `bind` (the value of `flag`) resolves to; at least one.
+async fn resolve(flag: &str, bind: &str) -> Result<Vec<SocketAddr>, String> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(bind)
+        .await
+        .map_err(|e| format!("cannot resolve {flag} {bind}: {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("{flag} {bind} resolves to no address"));
+    }
+    Ok(addrs)
 }
 
 /// A `--db` value fit for logs: a URL's password replaced by `***`.
