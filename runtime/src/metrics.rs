@@ -44,13 +44,31 @@ pub const WORKER_STEP: &str = "turnwise_worker_step_seconds";
 /// Describe this module's series to the installed recorder (the `# HELP` lines of a Prometheus
 /// exporter). Call it once after installing one; recording works without it.
 pub fn describe() {
-    describe_counter!(CLAIMS, "Claims answered by the engine, with a task (granted) or none (empty).");
-    describe_counter!(ATTEMPTS, "Attempts started, the first of a turn or a retry.");
+    describe_counter!(
+        CLAIMS,
+        "Claims answered by the engine, with a task (granted) or none (empty)."
+    );
+    describe_counter!(
+        ATTEMPTS,
+        "Attempts started, the first of a turn or a retry."
+    );
     describe_counter!(TURNS, "Turns moved to history, by outcome.");
-    describe_counter!(LEASE_LOSSES, "Worker calls refused because their lease no longer holds the turn.");
-    describe_histogram!(STORE_COMMIT, "Seconds from a commit to the store to its answer.");
-    describe_histogram!(WORKER_TURN, "Seconds of a worker's attempt at a turn, claim to answer.");
-    describe_histogram!(WORKER_STEP, "Seconds of a step's body as the worker ran it.");
+    describe_counter!(
+        LEASE_LOSSES,
+        "Worker calls refused because their lease no longer holds the turn."
+    );
+    describe_histogram!(
+        STORE_COMMIT,
+        "Seconds from a commit to the store to its answer."
+    );
+    describe_histogram!(
+        WORKER_TURN,
+        "Seconds of a worker's attempt at a turn, claim to answer."
+    );
+    describe_histogram!(
+        WORKER_STEP,
+        "Seconds of a step's body as the worker ran it."
+    );
 }
 
 /// A claim answered with a task of `workflow_type`, starting attempt number `attempt`.

@@ -29,7 +29,9 @@ impl Http {
         let traceparent = HeaderValue::from_str(&TraceContext::outgoing().traceparent()).ok();
         loop {
             // The same bytes on every try: the body was serialized once, before the loop.
-            let (error, may_retry, asked) = match self.try_once(&call, &url, target.as_ref(), traceparent.as_ref()).await
+            let (error, may_retry, asked) = match self
+                .try_once(&call, &url, target.as_ref(), traceparent.as_ref())
+                .await
             {
                 Ok(Reply { status, body, .. }) if (200..300).contains(&status) => return Ok(body),
                 Ok(Reply {

@@ -16,6 +16,7 @@ mod http_connections;
 mod http_shapes;
 mod http_strict_input;
 mod lbb_interop;
+mod metrics;
 mod multi_node;
 mod restart;
 mod schema_registration;

@@ -212,7 +212,8 @@ impl<W: Workflow> Turn<W> {
             StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
         let deadline = Instant::now() + options.timeout;
         let trace_id = crate::trace::TraceContext::current().map(|c| c.trace_id());
-        let span = tracing::info_span!("step", key = %key, position, kind = %options.kind, trace_id);
+        let span =
+            tracing::info_span!("step", key = %key, position, kind = %options.kind, trace_id);
         let started = Instant::now();
         let mut fut = std::pin::pin!(tracing::Instrument::instrument(f(ctx.clone()), span));
         let mut last = ctx.watch_writes();
