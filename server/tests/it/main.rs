@@ -21,3 +21,4 @@ mod multi_node;
 mod restart;
 mod schema_registration;
 mod store_faults;
+mod traces;

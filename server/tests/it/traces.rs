@@ -1,0 +1,179 @@
+//! One trace id from `Handle::send` over HTTP, through the server's request span, to the
+//! worker's turn and step spans: the `Http` backend sends `traceparent` (a new trace per call
+//! outside any, the current one's inside `TraceContext::scope`), the server continues it and
+//! keeps it with the admitted turn, and the worker runs the turn in it. Spans are captured
+//! in-process by a `tracing` layer, on this test's single thread (the server, the client and
+//! the worker all run on it).
+
+use crate::common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::Layer;
+use turnwise::http::Http;
+use turnwise::prelude::*;
+use turnwise::trace::TraceContext;
+
+/// A span as captured: its name and fields (as text).
+#[derive(Clone, Debug)]
+struct Captured {
+    name: &'static str,
+    fields: HashMap<String, String>,
+}
+
+#[derive(Clone, Default)]
+struct Capture {
+    spans: Arc<Mutex<HashMap<u64, Captured>>>,
+}
+
+impl Capture {
+    fn take(&self) -> Vec<Captured> {
+        self.spans.lock().unwrap().drain().map(|(_, s)| s).collect()
+    }
+}
+
+struct Fields<'a>(&'a mut HashMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl<S: tracing::Subscriber> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+        let mut fields = HashMap::new();
+        attrs.record(&mut Fields(&mut fields));
+        let name = attrs.metadata().name();
+        self.spans
+            .lock()
+            .unwrap()
+            .insert(id.into_u64(), Captured { name, fields });
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
+        if let Some(span) = self.spans.lock().unwrap().get_mut(&id.into_u64()) {
+            values.record(&mut Fields(&mut span.fields));
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+struct Ping {
+    n: u64,
+}
+
+#[workflow(name = "traced", version = "v1")]
+async fn traced(ctx: &mut Turn, state: u64, ping: Ping) -> Result<Done<u64, u64>, TurnError> {
+    let n = ctx.step("work", move |_| async move { Ok(ping.n) }).await?;
+    Ok(Done::new(state + n).reply(state + n))
+}
+
+/// The trace ids of the captured spans named `name` whose `field` is `value`.
+fn trace_ids(spans: &[Captured], name: &str, field: &str, value: &str) -> Vec<String> {
+    spans
+        .iter()
+        .filter(|s| s.name == name && s.fields.get(field).is_some_and(|v| v == value))
+        .map(|s| s.fields.get("trace_id").cloned().unwrap_or_default())
+        .collect()
+}
+
+fn all_named(spans: &[Captured], name: &str) -> Vec<String> {
+    spans
+        .iter()
+        .filter(|s| s.name == name)
+        .map(|s| s.fields.get("trace_id").cloned().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn one_trace_from_send_over_http_to_the_step_that_handled_it() {
+    let capture = Capture::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let http = Http::connect(server.api.base.clone(), None).unwrap();
+    let handle = traced.start(&http, "traced-1").await.unwrap();
+    let worker = Worker::new(http.clone()).register(traced);
+    capture.take();
+
+    // Outside any trace: the send starts one of its own.
+    let turn = handle.send(Ping { n: 2 }, "m1").await.unwrap();
+    assert_eq!(worker.run_until_idle().await.unwrap(), 1);
+    let spans = capture.take();
+    let admitted = trace_ids(
+        &spans,
+        "request",
+        "route",
+        "/v1/workflows/instances/message",
+    );
+    assert_eq!(admitted.len(), 1, "{spans:#?}");
+    let trace = &admitted[0];
+    assert_eq!(trace.len(), 32, "{trace}");
+    // The admitted turn keeps the server's context of that trace.
+    let kept = handle.turn(turn.number).await.unwrap().traceparent.unwrap();
+    assert_eq!(TraceContext::parse(&kept).unwrap().trace_id(), *trace);
+    assert_eq!(all_named(&spans, "turn"), [trace.clone()], "{spans:#?}");
+    assert_eq!(all_named(&spans, "step"), [trace.clone()], "{spans:#?}");
+    // The worker's calls inside the turn continue it; its claim, outside any turn, does not.
+    let completed = trace_ids(&spans, "request", "route", "/v1/workflows/turns/complete");
+    assert_eq!(completed, [trace.clone()]);
+    let claims = trace_ids(&spans, "request", "route", "/v1/workflows/turns/claim");
+    assert!(
+        !claims.is_empty() && claims.iter().all(|c| c != trace),
+        "{claims:?}"
+    );
+
+    // A second send outside any trace: a new trace.
+    handle.send(Ping { n: 3 }, "m2").await.unwrap();
+    worker.run_until_idle().await.unwrap();
+    let spans = capture.take();
+    let second = trace_ids(
+        &spans,
+        "request",
+        "route",
+        "/v1/workflows/instances/message",
+    );
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0], *trace, "a new trace per call");
+    assert_eq!(all_named(&spans, "step"), second);
+
+    // Inside the application's trace: that trace, from the send to the step.
+    let incoming = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let ctx = TraceContext::parse(incoming).unwrap();
+    ctx.scope(handle.send(Ping { n: 4 }, "m3")).await.unwrap();
+    worker.run_until_idle().await.unwrap();
+    let spans = capture.take();
+    let want = "0af7651916cd43dd8448eb211c80319c".to_owned();
+    assert_eq!(
+        trace_ids(
+            &spans,
+            "request",
+            "route",
+            "/v1/workflows/instances/message"
+        ),
+        [want.clone()]
+    );
+    assert_eq!(all_named(&spans, "turn"), [want.clone()]);
+    assert_eq!(all_named(&spans, "step"), [want]);
+
+    // The request span names the method, the route template and the status.
+    let request = spans
+        .iter()
+        .find(|s| s.name == "request" && s.fields["route"] == "/v1/workflows/turns/complete")
+        .unwrap();
+    assert_eq!(request.fields["method"], "POST");
+    assert_eq!(request.fields["status"], "200");
+    assert!(request.fields["request_id"].starts_with("req_"));
+    server.shutdown.trigger();
+}
