@@ -2,13 +2,16 @@
 //! worker's turn and step spans: the `Http` backend sends `traceparent` (a new trace per call
 //! outside any, the current one's inside `TraceContext::scope`), the server continues it and
 //! keeps it with the admitted turn, and the worker runs the turn in it. Spans are captured
-//! in-process by a `tracing` layer, on this test's single thread (the server, the client and
-//! the worker all run on it).
+//! in-process by a `tracing` layer, installed for the whole test binary (a per-thread
+//! subscriber loses spans to the callsite cache when other tests run at once), keeping only
+//! the spans made on this test's single thread (the server, the client and the worker all run
+//! on it).
 
 use crate::common;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Mutex, OnceLock};
+use std::thread::ThreadId;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,16 +30,44 @@ struct Captured {
     fields: HashMap<String, String>,
 }
 
-#[derive(Clone, Default)]
+/// The spans made on one thread.
+#[derive(Default)]
 struct Capture {
-    spans: Arc<Mutex<HashMap<u64, Captured>>>,
+    thread: Mutex<Option<ThreadId>>,
+    /// The spans in creation order, and where each live span id is (the registry reuses the
+    /// ids of closed spans).
+    spans: Mutex<(Vec<Captured>, HashMap<u64, usize>)>,
 }
 
 impl Capture {
+    /// The process's capture, watching the calling thread from now on.
+    fn install() -> &'static Capture {
+        static CAPTURE: OnceLock<&'static Capture> = OnceLock::new();
+        let capture = *CAPTURE.get_or_init(|| {
+            let capture: &'static Capture = Box::leak(Box::default());
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(Forward(capture)),
+            )
+            .expect("no other test installs a global subscriber");
+            capture
+        });
+        *capture.thread.lock().unwrap() = Some(std::thread::current().id());
+        capture
+    }
+
+    fn watched(&self) -> bool {
+        *self.thread.lock().unwrap() == Some(std::thread::current().id())
+    }
+
     fn take(&self) -> Vec<Captured> {
-        self.spans.lock().unwrap().drain().map(|(_, s)| s).collect()
+        let mut spans = self.spans.lock().unwrap();
+        spans.1.clear();
+        std::mem::take(&mut spans.0)
     }
 }
+
+/// The layer, over the process's [`Capture`].
+struct Forward(&'static Capture);
 
 struct Fields<'a>(&'a mut HashMap<String, String>);
 
@@ -49,20 +80,27 @@ impl Visit for Fields<'_> {
     }
 }
 
-impl<S: tracing::Subscriber> Layer<S> for Capture {
+impl<S: tracing::Subscriber> Layer<S> for Forward {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+        if !self.0.watched() {
+            return;
+        }
         let mut fields = HashMap::new();
         attrs.record(&mut Fields(&mut fields));
         let name = attrs.metadata().name();
-        self.spans
-            .lock()
-            .unwrap()
-            .insert(id.into_u64(), Captured { name, fields });
+        let mut spans = self.0.spans.lock().unwrap();
+        let at = spans.0.len();
+        spans.0.push(Captured { name, fields });
+        spans.1.insert(id.into_u64(), at);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _: Context<'_, S>) {
-        if let Some(span) = self.spans.lock().unwrap().get_mut(&id.into_u64()) {
-            values.record(&mut Fields(&mut span.fields));
+        if !self.0.watched() {
+            return;
+        }
+        let mut spans = self.0.spans.lock().unwrap();
+        if let Some(&at) = spans.1.get(&id.into_u64()) {
+            values.record(&mut Fields(&mut spans.0[at].fields));
         }
     }
 }
@@ -97,9 +135,7 @@ fn all_named(spans: &[Captured], name: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn one_trace_from_send_over_http_to_the_step_that_handled_it() {
-    let capture = Capture::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let capture = Capture::install();
 
     let server = common::start(turnwise::Engine::in_memory(), None).await;
     let http = Http::connect(server.api.base.clone(), None).unwrap();
