@@ -159,11 +159,11 @@ async fn one_trace_from_send_over_http_to_the_step_that_handled_it() {
     // The admitted turn keeps the server's context of that trace.
     let kept = handle.turn(turn.number).await.unwrap().traceparent.unwrap();
     assert_eq!(TraceContext::parse(&kept).unwrap().trace_id(), *trace);
-    assert_eq!(all_named(&spans, "turn"), [trace.clone()], "{spans:#?}");
-    assert_eq!(all_named(&spans, "step"), [trace.clone()], "{spans:#?}");
+    assert_eq!(all_named(&spans, "turn"), [trace.as_str()], "{spans:#?}");
+    assert_eq!(all_named(&spans, "step"), [trace.as_str()], "{spans:#?}");
     // The worker's calls inside the turn continue it; its claim, outside any turn, does not.
     let completed = trace_ids(&spans, "request", "route", "/v1/workflows/turns/complete");
-    assert_eq!(completed, [trace.clone()]);
+    assert_eq!(completed, [trace.as_str()]);
     let claims = trace_ids(&spans, "request", "route", "/v1/workflows/turns/claim");
     assert!(
         !claims.is_empty() && claims.iter().all(|c| c != trace),
@@ -198,9 +198,9 @@ async fn one_trace_from_send_over_http_to_the_step_that_handled_it() {
             "route",
             "/v1/workflows/instances/message"
         ),
-        [want.clone()]
+        [want.as_str()]
     );
-    assert_eq!(all_named(&spans, "turn"), [want.clone()]);
+    assert_eq!(all_named(&spans, "turn"), [want.as_str()]);
     assert_eq!(all_named(&spans, "step"), [want]);
 
     // The request span names the method, the route template and the status.
