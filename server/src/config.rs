@@ -159,7 +159,6 @@ struct LimitArgs {
 struct FileConfig {
     db: Option<String>,
     bind: Option<String>,
-    metrics_bind: Option<String>,
     api_token: Option<String>,
     #[serde(default, deserialize_with = "file_positive")]
     body_limit: Option<u64>,
@@ -172,6 +171,7 @@ struct FileConfig {
     #[serde(default, deserialize_with = "file_connections")]
     max_connections: Option<u64>,
     log_format: Option<LogFormat>,
+    metrics_bind: Option<String>,
     history_keep_turns: Option<u64>,
     history_keep_ms: Option<u64>,
     #[serde(default, deserialize_with = "file_positive")]

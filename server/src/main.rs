@@ -134,7 +134,7 @@ fn init_logs(format: config::LogFormat) {
         config::LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init(),
-        config::LogFormat::Json => logs.json().with_ansi(false).init(),
+        config::LogFormat::Json => logs.json().with_span_list(false).with_ansi(false).init(),
     }
 }
 
