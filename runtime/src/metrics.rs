@@ -13,6 +13,7 @@
 //! | `turnwise_turns_total` | counter | `workflow_type`, `outcome` (`completed`, `continued`, `failed`, `cancelled`) | turns moved to history; `continued` is a completion that continued into a new turn |
 //! | `turnwise_lease_losses_total` | counter | | worker calls refused because their lease no longer holds the turn |
 //! | `turnwise_store_commit_seconds` | histogram | `durability` (`durable`, `relaxed`) | one commit to the store, answered |
+//! | `turnwise_store_sqlite_sync_seconds` | histogram | | one `fdatasync` of the SQLite write-ahead log, covering the durable commits waiting on it |
 //! | `turnwise_worker_turn_seconds` | histogram | `workflow_type`, `outcome` (`completed`, `failed`, `interrupted`, `released`) | a worker's attempt at a turn, claim to answer |
 //! | `turnwise_worker_step_seconds` | histogram | `workflow_type`, `outcome` (`ok`, `error`) | a step's body, as the worker ran it (replayed steps are not counted) |
 //!
@@ -36,6 +37,8 @@ pub const TURNS: &str = "turnwise_turns_total";
 pub const LEASE_LOSSES: &str = "turnwise_lease_losses_total";
 /// Store commit latency.
 pub const STORE_COMMIT: &str = "turnwise_store_commit_seconds";
+/// A sync of the SQLite write-ahead log.
+pub const SQLITE_SYNC: &str = "turnwise_store_sqlite_sync_seconds";
 /// A worker's attempt at a turn.
 pub const WORKER_TURN: &str = "turnwise_worker_turn_seconds";
 /// A step's body.
@@ -96,6 +99,12 @@ pub(crate) fn store_commit(durability: Durability, took: Duration) {
         _ => "relaxed",
     };
     histogram!(STORE_COMMIT, "durability" => durability).record(took.as_secs_f64());
+}
+
+/// One sync of the SQLite write-ahead log took `took` (the syncer thread's own time).
+#[cfg(feature = "sqlite")]
+pub(crate) fn sqlite_sync(took: Duration) {
+    histogram!(SQLITE_SYNC).record(took.as_secs_f64());
 }
 
 /// The outcomes of the turns of a commit that move to history in it (most commits: none, and

@@ -431,6 +431,19 @@ async fn metrics_move_with_real_work() {
 
     let after = scrape(&api).await;
     let local_after = parse(&local.render()).unwrap();
+    for (name, kind) in [
+        ("turnwise_claims_total", "counter"),
+        ("turnwise_attempts_total", "counter"),
+        ("turnwise_turns_total", "counter"),
+        ("turnwise_lease_losses_total", "counter"),
+        ("turnwise_store_commit_seconds", "histogram"),
+        ("turnwise_store_sqlite_sync_seconds", "histogram"),
+        ("turnwise_http_request_duration_seconds", "histogram"),
+        ("turnwise_inbox_messages", "gauge"),
+        ("turnwise_inbox_oldest_ready_age_seconds", "gauge"),
+    ] {
+        assert_eq!(after.types.get(name).map(String::as_str), Some(kind), "{name}");
+    }
     let d = |name: &str, labels: &[(&str, &str)]| delta(&before, &after, name, labels);
     let turns = |outcome| {
         d(
@@ -462,6 +475,7 @@ async fn metrics_move_with_real_work() {
         "{:?}",
         after.series("turnwise_store_commit_seconds_count")
     );
+    assert!(d("turnwise_store_sqlite_sync_seconds_count", &[]) >= 1.0);
     let http_count = |route, status| {
         d(
             "turnwise_http_request_duration_seconds_count",
