@@ -27,7 +27,7 @@ use metrics::{counter, describe_counter, describe_histogram, histogram};
 use crate::protocol::TurnStatus;
 use crate::store::{Durability, TurnRecord};
 
-/// Claims answered, by [`result`](self).
+/// Claims answered, by result (`granted`, `empty`).
 pub const CLAIMS: &str = "turnwise_claims_total";
 /// Attempts started.
 pub const ATTEMPTS: &str = "turnwise_attempts_total";

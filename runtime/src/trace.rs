@@ -4,7 +4,7 @@
 //! (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`). turnwise carries it without any
 //! tracing backend of its own:
 //!
-//! * the `Http` backend sends `traceparent` on every request: the [current](current) context's
+//! * the `Http` backend sends `traceparent` on every request: the [current](TraceContext::current) context's
 //!   trace with a new parent id, or a new trace per call when there is none;
 //! * the server continues the request's trace (its request span records `trace_id`) and runs
 //!   the handler in that context, so a message admitted there keeps it with its turn;
