@@ -362,6 +362,30 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.ct_eq(b))
 }
 
+/// With the `otel` feature: make the request span's OpenTelemetry parent the caller's span
+/// (or, for a request without `traceparent`, a parent in the trace the span records), so that
+/// the exported trace id is the `trace_id` field's.
+#[cfg(feature = "otel")]
+fn otel_parent(span: &tracing::Span, parent: &TraceContext) {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+    };
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let (Ok(trace_id), Ok(span_id)) = (
+        TraceId::from_hex(&parent.trace_id()),
+        SpanId::from_hex(&parent.span_id()),
+    ) else {
+        return;
+    };
+    let flags = if parent.sampled() {
+        TraceFlags::SAMPLED
+    } else {
+        TraceFlags::default()
+    };
+    let remote = SpanContext::new(trace_id, span_id, flags, true, TraceState::default());
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+}
+
 /// The W3C trace context header.
 const TRACEPARENT: &str = "traceparent";
 
@@ -432,12 +456,12 @@ async fn request_context(
     let uri = req.uri().clone();
     let path = uri.path();
     let route = route_label(&req);
-    let trace = req
+    let incoming = req
         .headers()
         .get(TRACEPARENT)
         .and_then(|v| v.to_str().ok())
-        .and_then(TraceContext::parse)
-        .map_or_else(TraceContext::new_root, |c| c.child());
+        .and_then(TraceContext::parse);
+    let trace = incoming.map_or_else(TraceContext::new_root, |c| c.child());
     let span = tracing::info_span!(
         target: "turnwise_server::http",
         "request",
@@ -447,6 +471,8 @@ async fn request_context(
         request_id = %id,
         trace_id = %trace.trace_id(),
     );
+    #[cfg(feature = "otel")]
+    otel_parent(&span, &incoming.unwrap_or(trace));
     let probe = is_probe(path);
     let refused = if probe {
         too_large(&options, &req)

@@ -100,7 +100,7 @@ fn main() -> ExitCode {
         Job::Serve(settings) => settings.log_format,
         Job::Client(_) => config::LogFormat::Text,
     };
-    init_logs(log_format);
+    let exporting = init_logs(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -111,7 +111,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match job {
+    let code = match job {
         Job::Client(command) => runtime.block_on(cli::run(cli.client, command)),
         Job::Serve(settings) => match runtime.block_on(run(*settings)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -120,21 +120,97 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+    };
+    drop(exporting);
+    code
+}
+
+/// Log lines on stderr, filtered by `RUST_LOG` (default `info`), as text or JSON; with the
+/// `otel` feature and `OTEL_EXPORTER_OTLP_ENDPOINT` set, the spans exported too (until the
+/// answer is dropped, which flushes them).
+fn init_logs(format: config::LogFormat) -> Option<otel::Exporting> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
+        config::LogFormat::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
+        config::LogFormat::Json => logs.json().with_span_list(false).with_ansi(false).boxed(),
+    };
+    let (exporting, layer) = otel::layer();
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(logs)
+        .with(layer)
+        .init();
+    exporting
+}
+
+/// The OpenTelemetry export (feature `otel`).
+#[cfg(feature = "otel")]
+mod otel {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use tracing_subscriber::Layer;
+
+    /// Spans being exported; dropping it flushes and stops the export.
+    pub struct Exporting(SdkTracerProvider);
+
+    impl Drop for Exporting {
+        fn drop(&mut self) {
+            let _ = self.0.shutdown();
+        }
+    }
+
+    /// The export layer, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its traces-only variant) names
+    /// a collector; OTLP over HTTP with protobuf, configured by the standard `OTEL_*`
+    /// variables.
+    pub fn layer<S>() -> (Option<Exporting>, Option<Box<dyn Layer<S> + Send + Sync>>)
+    where
+        S: tracing::Subscriber + Send + Sync + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    {
+        let configured = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+        if !configured {
+            return (None, None);
+        }
+        let exporter = match opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .build()
+        {
+            Ok(exporter) => exporter,
+            Err(e) => {
+                eprintln!("turnwise: the OpenTelemetry export is off: {e}");
+                return (None, None);
+            }
+        };
+        let resource = opentelemetry_sdk::Resource::builder()
+            .with_service_name("turnwise")
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("turnwise");
+        let layer = tracing_opentelemetry::layer().with_tracer(tracer).boxed();
+        (Some(Exporting(provider)), Some(layer))
     }
 }
 
-/// Log lines on stderr, filtered by `RUST_LOG` (default `info`), as text or JSON.
-fn init_logs(format: config::LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        config::LogFormat::Text => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        config::LogFormat::Json => logs.json().with_span_list(false).with_ansi(false).init(),
+/// Without the `otel` feature: no export.
+#[cfg(not(feature = "otel"))]
+mod otel {
+    /// Never made.
+    pub enum Exporting {}
+
+    /// No layer.
+    pub fn layer() -> (Option<Exporting>, Option<tracing_subscriber::layer::Identity>) {
+        (None, None)
     }
 }
 
