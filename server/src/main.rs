@@ -138,14 +138,21 @@ fn init_logs(format: config::LogFormat) -> Option<otel::Exporting> {
     let logs = match format {
         config::LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_filter(filter)
             .boxed(),
-        config::LogFormat::Json => logs.json().with_span_list(false).with_ansi(false).boxed(),
+        config::LogFormat::Json => logs
+            .json()
+            .with_span_list(false)
+            .with_ansi(false)
+            .with_filter(filter)
+            .boxed(),
     };
+    // The export is not filtered by `RUST_LOG` (which is about the log lines): it takes the
+    // spans at `info` and above.
     let (exporting, layer) = otel::layer();
     tracing_subscriber::registry()
-        .with(filter)
         .with(logs)
-        .with(layer)
+        .with(layer.with_filter(tracing_subscriber::filter::LevelFilter::INFO))
         .init();
     exporting
 }
@@ -173,12 +180,18 @@ mod otel {
     where
         S: tracing::Subscriber + Send + Sync + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
-        let configured = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+        let configured = [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
         if !configured {
             return (None, None);
         }
+        // The exporter's HTTP client needs a process-wide TLS provider; one installed already
+        // is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let exporter = match opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .build()
@@ -209,7 +222,10 @@ mod otel {
     pub enum Exporting {}
 
     /// No layer.
-    pub fn layer() -> (Option<Exporting>, Option<tracing_subscriber::layer::Identity>) {
+    pub fn layer() -> (
+        Option<Exporting>,
+        Option<tracing_subscriber::layer::Identity>,
+    ) {
         (None, None)
     }
 }

@@ -442,7 +442,11 @@ async fn metrics_move_with_real_work() {
         ("turnwise_inbox_messages", "gauge"),
         ("turnwise_inbox_oldest_ready_age_seconds", "gauge"),
     ] {
-        assert_eq!(after.types.get(name).map(String::as_str), Some(kind), "{name}");
+        assert_eq!(
+            after.types.get(name).map(String::as_str),
+            Some(kind),
+            "{name}"
+        );
     }
     let d = |name: &str, labels: &[(&str, &str)]| delta(&before, &after, name, labels);
     let turns = |outcome| {

@@ -10,6 +10,8 @@
 use crate::common;
 
 use std::collections::HashMap;
+#[cfg(feature = "otel")]
+use std::sync::Arc;
 use std::sync::{Mutex, OnceLock};
 use std::thread::ThreadId;
 
@@ -212,4 +214,82 @@ async fn one_trace_from_send_over_http_to_the_step_that_handled_it() {
     assert_eq!(request.fields["status"], "200");
     assert!(request.fields["request_id"].starts_with("req_"));
     server.shutdown.trigger();
+}
+
+/// With the `otel` feature (`cargo test -p turnwise-server --features otel --test it otel`):
+/// the binary exports its request spans over OTLP/HTTP to `OTEL_EXPORTER_OTLP_ENDPOINT`, in
+/// the trace of the request's `traceparent`. The collector is a route of this test that keeps
+/// what it is sent; the export is flushed when the server stops on SIGTERM.
+#[cfg(feature = "otel")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_otel_feature_exports_request_spans_in_the_callers_trace() {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    let received: Arc<Mutex<Vec<u8>>> = Arc::default();
+    let keep = received.clone();
+    let collector = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| async move {
+            keep.lock().unwrap().extend_from_slice(&body);
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, collector).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_turnwise"))
+        .args(["serve", "--db"])
+        .arg(dir.path().join("otel.db"))
+        .args(["--bind", "127.0.0.1:0"])
+        .env_remove("TURNWISE_API_TOKEN")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{at}"))
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let addr = loop {
+        let line = lines.next().expect("the server's first line").unwrap();
+        if let Some(addr) = line.strip_prefix("turnwise listening on http://") {
+            break addr.to_owned();
+        }
+    };
+    let mut server = common::ServerProcess(child);
+
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let answer = reqwest::Client::new()
+        .get(format!("http://{addr}/v1/workflows/status"))
+        .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let term = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    // Waited for off the runtime: the collector answers the export meanwhile.
+    let exited = tokio::task::spawn_blocking(move || {
+        common::wait_exit(&mut server.0, Duration::from_secs(30))
+    })
+    .await
+    .unwrap();
+    assert!(exited.is_some(), "the server exits after SIGTERM");
+
+    // The trace id travels as its 16 bytes in the protobuf body.
+    let want: Vec<u8> = (0..16)
+        .map(|i| u8::from_str_radix(&trace[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let body = received.lock().unwrap().clone();
+    assert!(!body.is_empty(), "the collector received nothing");
+    assert!(
+        body.windows(16).any(|w| w == want),
+        "no span of trace {trace} among the {} bytes exported",
+        body.len()
+    );
 }
