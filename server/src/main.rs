@@ -100,7 +100,8 @@ fn main() -> ExitCode {
         Job::Serve(settings) => settings.log_format,
         Job::Client(_) => config::LogFormat::Text,
     };
-    let exporting = init_logs(log_format);
+    // Kept to the end of `main`: dropping it flushes the span export (feature `otel`).
+    let _exporting = init_logs(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -111,7 +112,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = match job {
+    match job {
         Job::Client(command) => runtime.block_on(cli::run(cli.client, command)),
         Job::Serve(settings) => match runtime.block_on(run(*settings)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -120,9 +121,7 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-    };
-    drop(exporting);
-    code
+    }
 }
 
 /// Log lines on stderr, filtered by `RUST_LOG` (default `info`), as text or JSON; with the
