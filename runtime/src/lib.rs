@@ -139,10 +139,12 @@ pub mod engine;
 #[cfg(feature = "http")]
 #[path = "client/mod.rs"]
 pub mod http;
+pub mod metrics;
 pub mod prelude;
 pub mod protocol;
 mod sdk;
 pub mod store;
+pub mod trace;
 
 // The protocol layer's modules, at the paths users know.
 pub use protocol::{backend, error, validate};

@@ -60,6 +60,11 @@ pub struct ServeArgs {
     /// API token.
     #[arg(long, value_name = "ADDR:PORT", env = "TURNWISE_BIND")]
     bind: Option<String>,
+    /// Serve `GET /metrics` (Prometheus) on a listener of its own at this address, without the
+    /// token; a non-loopback address needs an API token, as --bind does. Without it, /metrics
+    /// is served beside the API (with the token when one is set).
+    #[arg(long, value_name = "ADDR:PORT", env = "TURNWISE_METRICS_BIND")]
+    metrics_bind: Option<String>,
     /// Require `Authorization: Bearer <TOKEN>` on every request.
     #[arg(
         long,
@@ -166,6 +171,7 @@ struct FileConfig {
     #[serde(default, deserialize_with = "file_connections")]
     max_connections: Option<u64>,
     log_format: Option<LogFormat>,
+    metrics_bind: Option<String>,
     history_keep_turns: Option<u64>,
     history_keep_ms: Option<u64>,
     #[serde(default, deserialize_with = "file_positive")]
@@ -200,6 +206,8 @@ pub struct Settings {
     pub db: String,
     /// The address to listen on.
     pub bind: String,
+    /// The address of the `/metrics` listener, when it has its own.
+    pub metrics_bind: Option<String>,
     /// The bearer token; `None` when unset or blank.
     pub api_token: Option<String>,
     /// The largest request body.
@@ -353,6 +361,7 @@ impl Settings {
                 .bind
                 .or(file.bind)
                 .unwrap_or_else(|| DEFAULT_BIND.to_owned()),
+            metrics_bind: args.metrics_bind.or(file.metrics_bind),
             api_token,
             body_limit,
             header_read_timeout: args

@@ -29,6 +29,7 @@ mod extract;
 mod routes;
 
 pub mod error;
+pub mod metrics;
 pub mod schemas;
 
 use std::future::Future;
@@ -36,7 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -44,6 +45,8 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
+use tracing::Instrument;
+use turnwise::trace::TraceContext;
 use turnwise::Engine;
 
 pub use crate::error::ApiError;
@@ -139,6 +142,9 @@ pub struct ServerOptions {
     /// How many connections [`serve_with`] serves at once; a further connection waits in the
     /// listen backlog until one closes. Default [`DEFAULT_MAX_CONNECTIONS`].
     pub max_connections: usize,
+    /// The Prometheus recorder `GET /metrics` renders ([`metrics::install`]); without one the
+    /// page has only the inbox gauges computed from the store.
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
 impl Default for ServerOptions {
@@ -151,6 +157,7 @@ impl Default for ServerOptions {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            metrics: None,
         }
     }
 }
@@ -192,6 +199,12 @@ impl ServerOptions {
         self
     }
 
+    /// Render this Prometheus recorder at `GET /metrics` ([`metrics::install`]).
+    pub fn with_metrics(mut self, handle: metrics_exporter_prometheus::PrometheusHandle) -> Self {
+        self.metrics = Some(handle);
+        self
+    }
+
     /// Serve at most this many connections at once (at least 1).
     pub fn with_max_connections(mut self, n: usize) -> Self {
         self.max_connections = n;
@@ -210,17 +223,39 @@ pub(crate) struct AppState {
     pub(crate) started: Instant,
 }
 
-/// The server's routes over `engine`.
+/// The server's routes over `engine`, `GET /metrics` among them (with the bearer token when
+/// one is set).
 pub fn router(engine: Engine, options: ServerOptions) -> Router {
-    let state = AppState {
-        default_ns: engine.namespace(turnwise::engine::DEFAULT_NAMESPACE),
-        engine,
-        schemas: Arc::new(SchemaRegistry::default()),
-        options: Arc::new(options),
-        started: Instant::now(),
-    };
+    let state = AppState::new(engine, options);
+    layered(routes::routes(), state)
+}
+
+/// Only `GET /metrics`, for a listener of its own (`turnwise serve --metrics-bind`): served
+/// without the bearer token, so bind it where only the monitoring can reach it.
+pub fn metrics_router(engine: Engine, options: ServerOptions) -> Router {
+    let mut options = options;
+    options.api_token = None;
+    let state = AppState::new(engine, options);
+    layered(routes::metrics_routes(), state)
+}
+
+impl AppState {
+    fn new(engine: Engine, options: ServerOptions) -> Self {
+        AppState {
+            default_ns: engine.namespace(turnwise::engine::DEFAULT_NAMESPACE),
+            engine,
+            schemas: Arc::new(SchemaRegistry::default()),
+            options: Arc::new(options),
+            started: Instant::now(),
+        }
+    }
+}
+
+/// `routes` with the limits, the panic guard and the request context every request goes
+/// through.
+fn layered(routes: Router<AppState>, state: AppState) -> Router {
     let limit = state.options.body_limit;
-    routes::routes()
+    routes
         .layer(DefaultBodyLimit::max(limit))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn_with_state(
@@ -327,6 +362,33 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.ct_eq(b))
 }
 
+/// With the `otel` feature: make the request span's OpenTelemetry parent the caller's span
+/// (or, for a request without `traceparent`, a parent in the trace the span records), so that
+/// the exported trace id is the `trace_id` field's.
+#[cfg(feature = "otel")]
+fn otel_parent(span: &tracing::Span, parent: &TraceContext) {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+    };
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let (Ok(trace_id), Ok(span_id)) = (
+        TraceId::from_hex(&parent.trace_id()),
+        SpanId::from_hex(&parent.span_id()),
+    ) else {
+        return;
+    };
+    let flags = if parent.sampled() {
+        TraceFlags::SAMPLED
+    } else {
+        TraceFlags::default()
+    };
+    let remote = SpanContext::new(trace_id, span_id, flags, true, TraceState::default());
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+}
+
+/// The W3C trace context header.
+const TRACEPARENT: &str = "traceparent";
+
 /// A request id: `req_` and 24 hex digits, unique within the process and unlikely to repeat
 /// across restarts.
 fn request_id() -> String {
@@ -360,8 +422,28 @@ fn push_hex(out: &mut String, n: u64, min_digits: usize) {
     }
 }
 
-/// Give every request an id, refuse it without the configured bearer token, write error
-/// bodies in the wire's envelope, and log the request.
+/// The route label of a request: its matched path template (the table's own `&'static str`
+/// when it is one of the protocol's routes), or `unmatched`; never the raw path.
+fn route_label(req: &Request) -> ::metrics::SharedString {
+    let Some(matched) = req.extensions().get::<MatchedPath>() else {
+        return "unmatched".into();
+    };
+    let matched = matched.as_str();
+    let known = turnwise_rules::Route::ALL
+        .iter()
+        .map(|r| r.path())
+        .chain([routes::HEALTHZ, routes::READYZ, routes::METRICS])
+        .find(|p| *p == matched);
+    match known {
+        Some(path) => path.into(),
+        None => matched.to_owned().into(),
+    }
+}
+
+/// Give every request an id and a span (`request`: method, route, status, request id and the
+/// trace id of its `traceparent`, continued, or of a new trace), refuse it without the
+/// configured bearer token, write error bodies in the wire's envelope, record its latency, and
+/// log it.
 async fn request_context(
     State(options): State<Arc<ServerOptions>>,
     req: Request,
@@ -373,6 +455,24 @@ async fn request_context(
     // A clone of the URI shares its bytes with the request: no copy of the path.
     let uri = req.uri().clone();
     let path = uri.path();
+    let route = route_label(&req);
+    let incoming = req
+        .headers()
+        .get(TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceContext::parse);
+    let trace = incoming.map_or_else(TraceContext::new_root, |c| c.child());
+    let span = tracing::info_span!(
+        target: "turnwise_server::http",
+        "request",
+        method = %method,
+        route = %route,
+        status = tracing::field::Empty,
+        request_id = %id,
+        trace_id = %trace.trace_id(),
+    );
+    #[cfg(feature = "otel")]
+    otel_parent(&span, &incoming.unwrap_or(trace));
     let probe = is_probe(path);
     let refused = if probe {
         too_large(&options, &req)
@@ -381,9 +481,12 @@ async fn request_context(
     };
     let mut res = match refused {
         Some(refused) => refused.into_response(),
-        None => next.run(req).await,
+        None => trace.scope(next.run(req)).instrument(span.clone()).await,
     };
     let status = res.status();
+    span.record("status", status.as_u16());
+    let _entered = span.enter();
+    metrics::http_request(&method, route, status.as_u16(), started.elapsed());
     if status.is_client_error() || status.is_server_error() {
         let error = match res.extensions_mut().remove::<ApiError>() {
             Some(e) => e,

@@ -27,7 +27,7 @@ mod cli;
 mod config;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use turnwise_server::{router, serve_with, ServerOptions, Shutdown};
+use turnwise_server::{metrics_router, router, serve_with, ServerOptions, Shutdown};
 
 /// jemalloc rather than the platform's allocator: the engine's records are allocated on the
 /// runtime's threads and freed on the store's writer thread, a pattern glibc's malloc serves
@@ -100,7 +100,8 @@ fn main() -> ExitCode {
         Job::Serve(settings) => settings.log_format,
         Job::Client(_) => config::LogFormat::Text,
     };
-    init_logs(log_format);
+    // Kept to the end of `main`: dropping it flushes the span export (feature `otel`).
+    let _exporting = init_logs(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -123,30 +124,114 @@ fn main() -> ExitCode {
     }
 }
 
-/// Log lines on stderr, filtered by `RUST_LOG` (default `info`), as text or JSON.
-fn init_logs(format: config::LogFormat) {
+/// Log lines on stderr, filtered by `RUST_LOG` (default `info`), as text or JSON; with the
+/// `otel` feature and `OTEL_EXPORTER_OTLP_ENDPOINT` set, the spans exported too (until the
+/// answer is dropped, which flushes them).
+fn init_logs(format: config::LogFormat) -> Option<otel::Exporting> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let logs = match format {
         config::LogFormat::Text => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        config::LogFormat::Json => logs.json().with_ansi(false).init(),
+            .with_filter(filter)
+            .boxed(),
+        config::LogFormat::Json => logs
+            .json()
+            .with_span_list(false)
+            .with_ansi(false)
+            .with_filter(filter)
+            .boxed(),
+    };
+    // The export is not filtered by `RUST_LOG` (which is about the log lines): it takes the
+    // spans at `info` and above.
+    let (exporting, layer) = otel::layer();
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(layer.with_filter(tracing_subscriber::filter::LevelFilter::INFO))
+        .init();
+    exporting
+}
+
+/// The OpenTelemetry export (feature `otel`).
+#[cfg(feature = "otel")]
+mod otel {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use tracing_subscriber::Layer;
+
+    /// Spans being exported; dropping it flushes and stops the export.
+    pub struct Exporting(SdkTracerProvider);
+
+    impl Drop for Exporting {
+        fn drop(&mut self) {
+            let _ = self.0.shutdown();
+        }
+    }
+
+    /// The export layer, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its traces-only variant) names
+    /// a collector; OTLP over HTTP with protobuf, configured by the standard `OTEL_*`
+    /// variables.
+    pub fn layer<S>() -> (Option<Exporting>, Option<Box<dyn Layer<S> + Send + Sync>>)
+    where
+        S: tracing::Subscriber + Send + Sync + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    {
+        let configured = [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
+        if !configured {
+            return (None, None);
+        }
+        // The exporter's HTTP client needs a process-wide TLS provider; one installed already
+        // is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let exporter = match opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .build()
+        {
+            Ok(exporter) => exporter,
+            Err(e) => {
+                eprintln!("turnwise: the OpenTelemetry export is off: {e}");
+                return (None, None);
+            }
+        };
+        let resource = opentelemetry_sdk::Resource::builder()
+            .with_service_name("turnwise")
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource)
+            .build();
+        let tracer = provider.tracer("turnwise");
+        let layer = tracing_opentelemetry::layer().with_tracer(tracer).boxed();
+        (Some(Exporting(provider)), Some(layer))
+    }
+}
+
+/// Without the `otel` feature: no export.
+#[cfg(not(feature = "otel"))]
+mod otel {
+    /// Never made.
+    pub enum Exporting {}
+
+    /// No layer.
+    pub fn layer() -> (
+        Option<Exporting>,
+        Option<tracing_subscriber::layer::Identity>,
+    ) {
+        (None, None)
     }
 }
 
 async fn run(args: config::Settings) -> Result<(), String> {
     let token = args.api_token;
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&args.bind)
-        .await
-        .map_err(|e| format!("cannot resolve --bind {}: {e}", args.bind))?
-        .collect();
-    if addrs.is_empty() {
-        return Err(format!("--bind {} resolves to no address", args.bind));
-    }
+    let addrs = resolve("--bind", &args.bind).await?;
     if token.is_none() {
         if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
             return Err(format!(
@@ -156,6 +241,20 @@ async fn run(args: config::Settings) -> Result<(), String> {
             ));
         }
     }
+    let metrics_addrs = match &args.metrics_bind {
+        Some(bind) => Some(resolve("--metrics-bind", bind).await?),
+        None => None,
+    };
+    if let (None, Some(addrs)) = (&token, &metrics_addrs) {
+        if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(format!(
+                "refusing to serve /metrics on {open} without an API token: the metrics \
+                 listener takes no token, and without one this server is for loopback use \
+                 only. Set --api-token, or bind a loopback address such as 127.0.0.1:9400"
+            ));
+        }
+    }
+    let metrics = turnwise_server::metrics::install().map_err(|e| e.to_string())?;
     let db = redacted(&args.db);
     let engine = turnwise::Engine::connect_with(&args.db, args.engine)
         .await
@@ -174,14 +273,38 @@ async fn run(args: config::Settings) -> Result<(), String> {
         .with_body_read_timeout(args.body_read_timeout)
         .with_idle_timeout(args.idle_timeout)
         .with_max_connections(args.max_connections)
+        .with_metrics(metrics)
         .with_shutdown(shutdown.clone());
     if let Some(token) = token {
         options = options.with_token(token);
     }
-    let app = router(engine, options.clone());
+    let metrics_listener = match &metrics_addrs {
+        Some(addrs) => {
+            let listener = tokio::net::TcpListener::bind(&addrs[..])
+                .await
+                .map_err(|e| format!("cannot listen on --metrics-bind {addrs:?}: {e}"))?;
+            let local = listener
+                .local_addr()
+                .map_err(|e| format!("cannot read the bound metrics address: {e}"))?;
+            Some((listener, local))
+        }
+        None => None,
+    };
+    let app = router(engine.clone(), options.clone());
 
     tracing::info!(addr = %local, db = %db, "turnwise listening");
     println!("turnwise listening on http://{local}");
+    let mut metrics_server = None;
+    if let Some((listener, at)) = metrics_listener {
+        tracing::info!(addr = %at, "turnwise metrics listening");
+        println!("turnwise metrics on http://{at}/metrics");
+        let app = metrics_router(engine, options.clone());
+        let options = options.clone();
+        let stop = shutdown.clone();
+        metrics_server = Some(tokio::spawn(async move {
+            serve_with(listener, app, &options, stop.wait_owned()).await
+        }));
+    }
 
     let stop = shutdown.clone();
     tokio::spawn(async move {
@@ -196,8 +319,26 @@ async fn run(args: config::Settings) -> Result<(), String> {
     serve_with(listener, app, &options, shutdown.wait_owned())
         .await
         .map_err(|e| format!("the server failed: {e}"))?;
+    if let Some(metrics_server) = metrics_server {
+        match metrics_server.await {
+            Ok(served) => served.map_err(|e| format!("the metrics listener failed: {e}"))?,
+            Err(e) => return Err(format!("the metrics listener failed: {e}")),
+        }
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The addresses `bind` (the value of `flag`) resolves to; at least one.
+async fn resolve(flag: &str, bind: &str) -> Result<Vec<SocketAddr>, String> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(bind)
+        .await
+        .map_err(|e| format!("cannot resolve {flag} {bind}: {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("{flag} {bind} resolves to no address"));
+    }
+    Ok(addrs)
 }
 
 /// A `--db` value fit for logs: a URL's password replaced by `***`.

@@ -60,6 +60,7 @@ pub(crate) fn routes() -> Router<AppState> {
         // For load balancers and orchestrators: no token, no namespace (see `crate::is_probe`).
         .route(HEALTHZ, get(healthz))
         .route(READYZ, get(readyz))
+        .route(METRICS, get(metrics))
         // Routes of the wire that this server does not offer: a clear refusal, never a retry.
         .route(
             "/v1/workflows/turns/execution-credential",
@@ -304,6 +305,29 @@ async fn heartbeat(Ns(engine): Ns, Body(lease): Body<Lease>) -> ApiResult<Json<W
 pub(crate) const HEALTHZ: &str = "/healthz";
 /// The readiness probe's path.
 pub(crate) const READYZ: &str = "/readyz";
+
+/// The Prometheus page's path.
+pub(crate) const METRICS: &str = "/metrics";
+
+/// Only `GET /metrics` (a listener of its own).
+pub(crate) fn metrics_routes() -> Router<AppState> {
+    Router::new().route(METRICS, get(metrics))
+}
+
+/// The Prometheus text format: the recorder's series and the inbox gauges of the default
+/// namespace (`crate::metrics`).
+async fn metrics(State(state): State<AppState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let page = crate::metrics::render(state.options.metrics.as_ref(), &state.default_ns).await;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        page,
+    )
+        .into_response()
+}
 
 /// Liveness: the process serves requests. Touches neither the store nor the engine.
 async fn healthz() -> Json<Value> {

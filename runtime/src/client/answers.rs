@@ -127,6 +127,7 @@ fn lenient_turn(value: Value, lease: &Lease, status: TurnStatus) -> WorkflowTurn
         signals: None,
         wait: None,
         worker: None,
+        traceparent: None,
     }
 }
 

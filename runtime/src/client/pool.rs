@@ -140,9 +140,11 @@ impl Direct {
         method: &Method,
         target: &Uri,
         body: Option<&Bytes>,
+        traceparent: Option<&HeaderValue>,
         timeout: Duration,
     ) -> Result<Reply, Failure> {
-        match tokio::time::timeout(timeout, self.exchange(method, target, body)).await {
+        let exchange = self.exchange(method, target, body, traceparent);
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_) => Err(Failure::TimedOut(timeout)),
         }
@@ -153,6 +155,7 @@ impl Direct {
         method: &Method,
         target: &Uri,
         body: Option<&Bytes>,
+        traceparent: Option<&HeaderValue>,
     ) -> Result<Reply, Failure> {
         loop {
             let (mut sender, pooled) = match self.checkout().await {
@@ -166,6 +169,11 @@ impl Direct {
                 Some(_) => &self.body_headers,
                 None => &self.headers,
             });
+            if let Some(traceparent) = traceparent {
+                request
+                    .headers_mut()
+                    .insert(super::transport::TRACEPARENT, traceparent.clone());
+            }
             match sender.try_send_request(request).await {
                 Ok(response) => {
                     let (parts, incoming) = response.into_parts();

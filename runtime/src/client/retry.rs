@@ -12,6 +12,7 @@ use super::errors::WireError;
 use super::transport::{Call, Reply, Retry};
 use super::Http;
 use crate::protocol::error::Result;
+use crate::trace::TraceContext;
 
 /// No single retry delay is longer than this, whatever the server asks.
 pub(super) const MAX_DELAY: Duration = Duration::from_secs(60);
@@ -23,9 +24,14 @@ impl Http {
         let (url, target) = self.url(call.path, &call.query)?;
         let first = Instant::now();
         let mut retries = 0u32;
+        // One trace context per call: its retries are the same operation.
+        // (Hex digits and dashes: always a valid header value.)
+        let traceparent = HeaderValue::from_str(&TraceContext::outgoing().traceparent()).ok();
         loop {
             // The same bytes on every try: the body was serialized once, before the loop.
-            let (error, may_retry, asked) = match self.try_once(&call, &url, target.as_ref()).await
+            let (error, may_retry, asked) = match self
+                .try_once(&call, &url, target.as_ref(), traceparent.as_ref())
+                .await
             {
                 Ok(Reply { status, body, .. }) if (200..300).contains(&status) => return Ok(body),
                 Ok(Reply {

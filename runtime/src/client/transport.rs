@@ -14,6 +14,9 @@ use super::Http;
 use crate::protocol::error::{Error, Result, Source};
 use crate::protocol::Lease;
 
+/// The W3C trace context header, sent on every request ([`crate::trace`]).
+pub(super) const TRACEPARENT: &str = "traceparent";
+
 /// Whether a route may be sent again after a `429`, a `5xx` or a transport failure (the
 /// rules are in `retry.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,19 +73,26 @@ impl Http {
         call: &Call<'_>,
         url: &Url,
         target: Option<&hyper::Uri>,
+        traceparent: Option<&HeaderValue>,
     ) -> Outcome {
         let (Some(direct), Some(target)) = (&self.direct, target) else {
-            return self.via_reqwest(call, url, call.timeout).await;
+            return self.via_reqwest(call, url, call.timeout, traceparent).await;
         };
         let sent = Instant::now();
         match direct
-            .send(&call.method, target, call.body.as_ref(), call.timeout)
+            .send(
+                &call.method,
+                target,
+                call.body.as_ref(),
+                traceparent,
+                call.timeout,
+            )
             .await
         {
             // reqwest follows redirects: let it, from the start, in the time left.
             Ok(r) if (300..400).contains(&r.status) => {
                 let left = call.timeout.saturating_sub(sent.elapsed());
-                self.via_reqwest(call, url, left).await
+                self.via_reqwest(call, url, left, traceparent).await
             }
             Ok(r) => Ok(Reply {
                 status: r.status,
@@ -94,11 +104,20 @@ impl Http {
     }
 
     /// One try of `call` through reqwest within `timeout`.
-    async fn via_reqwest(&self, call: &Call<'_>, url: &Url, timeout: Duration) -> Outcome {
+    async fn via_reqwest(
+        &self,
+        call: &Call<'_>,
+        url: &Url,
+        timeout: Duration,
+        traceparent: Option<&HeaderValue>,
+    ) -> Outcome {
         let mut request = self
             .client
             .request(call.method.clone(), url.clone())
             .timeout(timeout);
+        if let Some(traceparent) = traceparent {
+            request = request.header(TRACEPARENT, traceparent.clone());
+        }
         if let Some(body) = &call.body {
             request = request
                 .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))

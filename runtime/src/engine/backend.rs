@@ -163,7 +163,7 @@ impl Backend for Engine {
             }
             let now = self.now();
             let number = inst.next_turn;
-            let turn = new_turn(
+            let mut turn = new_turn(
                 &inst,
                 number,
                 req.id.clone(),
@@ -171,6 +171,7 @@ impl Backend for Engine {
                 req.origin.clone(),
                 now,
             );
+            turn.traceparent = crate::trace::TraceContext::current().map(|c| c.traceparent());
             inst.next_turn += 1;
             inst.pending.push(number);
             if inst.pending.len() == 1 && !inst.paused {
@@ -488,7 +489,10 @@ impl Backend for Engine {
                     continue;
                 };
                 match self.try_claim(&id, &req).await {
-                    Ok(Some(task)) => return Ok(ClaimResponse { task: Some(task) }),
+                    Ok(Some(task)) => {
+                        crate::metrics::claim_granted(&task.workflow_type, task.turn.attempt);
+                        return Ok(ClaimResponse { task: Some(task) });
+                    }
                     Ok(None) => {}
                     // A quarantined instance: the store logged it and took it off the
                     // schedule; the claim goes on with the others.
@@ -497,6 +501,7 @@ impl Backend for Engine {
                 }
             }
             if tokio::time::Instant::now() >= give_up {
+                crate::metrics::claim_empty();
                 return Ok(ClaimResponse { task: None });
             }
             let next_due = store.next_due(&self.ns, &req.workflows).await?;
@@ -842,6 +847,8 @@ impl Backend for Engine {
                     Some(origin),
                     now,
                 );
+                let mut next = next;
+                next.traceparent = turn.traceparent.clone();
                 inst.next_turn += 1;
                 inst.pending.push(number);
                 turn.continued_to = Some(number);

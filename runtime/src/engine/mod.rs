@@ -429,6 +429,8 @@ impl Engine {
         let due = inst.due_at_ms;
         let workflow = workflow_key(&inst.workflow_type, &inst.version);
         let instance = instance_key(&self.ns, &inst.id);
+        let finishing = crate::metrics::finishing(&turns);
+        let workflow_type = (!finishing.is_empty()).then(|| inst.workflow_type.clone());
         let write = WriteSet {
             ns: self.ns.to_string(),
             id: inst.id.clone(),
@@ -438,8 +440,14 @@ impl Engine {
             retention,
             durability,
         };
-        match self.inner.store.commit(write).await {
+        let started = std::time::Instant::now();
+        let committed = self.inner.store.commit(write).await;
+        crate::metrics::store_commit(durability, started.elapsed());
+        match committed {
             Ok(()) => {
+                if let Some(workflow_type) = workflow_type {
+                    crate::metrics::turns_finished(&workflow_type, &finishing);
+                }
                 if let Some(at) = due {
                     self.inner.wakeups.due(&self.ns, workflow, at, now);
                 }

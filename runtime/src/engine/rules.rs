@@ -370,6 +370,7 @@ pub(super) fn turn_view(inst: &InstanceRecord, t: &TurnRecord) -> WorkflowTurn {
         signals: (!t.signals.is_empty()).then(|| t.signals.clone()),
         wait: t.wait.clone(),
         worker: t.worker.clone(),
+        traceparent: t.traceparent.clone(),
     }
 }
 

@@ -156,6 +156,19 @@ impl Engine {
     pub(super) async fn on_turn(
         &self,
         lease: &Lease,
+        decide: impl FnMut(&mut InstanceRecord, &mut TurnRecord, Millis) -> Result<Decision>,
+    ) -> Result<WorkflowTurn> {
+        let answer = self.decide_on_turn(lease, decide).await;
+        if let Err(Error::LeaseLost { .. }) = &answer {
+            crate::metrics::lease_lost();
+        }
+        answer
+    }
+
+    /// [`Engine::on_turn`] without the lease-loss count.
+    async fn decide_on_turn(
+        &self,
+        lease: &Lease,
         mut decide: impl FnMut(&mut InstanceRecord, &mut TurnRecord, Millis) -> Result<Decision>,
     ) -> Result<WorkflowTurn> {
         let mut tries = Tries::new();

@@ -1046,6 +1046,11 @@ pub struct WorkflowTurn {
     /// The worker holding (or that last held) the turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
+    /// The W3C `traceparent` of the request that admitted the message (a continuation's is
+    /// its turn's), when it carried one: a turnwise extension, absent on other servers. A
+    /// worker runs the turn in this trace ([`crate::trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// An instance: identity, pinned version, saved state and inbox summary.

@@ -28,6 +28,7 @@ use crate::protocol::*;
 use crate::sdk::codec;
 use crate::sdk::context::{Interrupt, Turn, TurnShared, MAX_STEPS};
 use crate::sdk::workflow::{TurnError, Workflow, WorkflowError};
+use crate::trace::TraceContext;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -467,19 +468,29 @@ impl Worker {
 
     /// Run one claimed attempt to its end.
     async fn drive(&self, task: TurnTask, mut stop: watch::Receiver<Stop>) {
+        // The trace the message was admitted in, else a new one for this attempt.
+        let trace = task
+            .turn
+            .traceparent
+            .as_deref()
+            .and_then(TraceContext::parse)
+            .map_or_else(TraceContext::new_root, |c| c.child());
         let span = tracing::info_span!(
             "turn",
             workflow_id = %task.turn.workflow_id,
             turn = task.turn.number,
             attempt = task.turn.attempt,
             workflow = %task.workflow_type,
+            trace_id = %trace.trace_id(),
         );
-        async move {
+        let started = Instant::now();
+        let workflow_type = task.workflow_type.clone();
+        let outcome = trace.scope(async move {
             let wref = WorkflowRef::new(task.workflow_type.clone(), task.turn.version.clone());
             let Some(workflow) = self.registry.by_ref.get(&wref).cloned() else {
                 // Never fail a turn we cannot run: the server recovers it by lease expiry.
                 tracing::error!(?wref, "the server returned an unregistered workflow version");
-                return;
+                return None;
             };
             let lease =
                 Lease { workflow_id: task.turn.workflow_id.clone(), turn: task.turn.number, token: task.token.clone() };
@@ -537,14 +548,29 @@ impl Worker {
             // that interrupted it ever runs.
             drop(fut);
             match end {
-                End::Interrupted(why) => tracing::debug!(?why, "attempt ended without an answer"),
-                End::Release => self.release_lease(lease).await,
-                End::Finished(Ok(done)) => self.complete(lease, done).await,
-                End::Finished(Err(e)) => self.fail(lease, e).await,
+                End::Interrupted(why) => {
+                    tracing::debug!(?why, "attempt ended without an answer");
+                    Some("interrupted")
+                }
+                End::Release => {
+                    self.release_lease(lease).await;
+                    Some("released")
+                }
+                End::Finished(Ok(done)) => {
+                    self.complete(lease, done).await;
+                    Some("completed")
+                }
+                End::Finished(Err(e)) => {
+                    self.fail(lease, e).await;
+                    Some("failed")
+                }
             }
         }
-        .instrument(span)
-        .await
+        .instrument(span))
+        .await;
+        if let Some(outcome) = outcome {
+            crate::metrics::worker_turn(&workflow_type, outcome, started.elapsed());
+        }
     }
 
     async fn release_lease(&self, lease: Lease) {

@@ -146,6 +146,9 @@ pub struct TurnRecord {
     pub resume: bool,
     /// Digest of the applied completion, to answer its exact repeat.
     pub completion_digest: Option<String>,
+    /// The W3C `traceparent` the message was admitted in ([`crate::trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// A stored turn's status must be one this version knows: a record with another one is
@@ -199,6 +202,7 @@ impl TurnRecord {
             effect_prefix,
             resume: false,
             completion_digest: None,
+            traceparent: None,
         }
     }
 

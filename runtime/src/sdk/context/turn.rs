@@ -211,7 +211,10 @@ impl<W: Workflow> Turn<W> {
         let (ctx, writer) =
             StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
         let deadline = Instant::now() + options.timeout;
-        let span = tracing::info_span!("step", key = %key, position, kind = %options.kind);
+        let trace_id = crate::trace::TraceContext::current().map(|c| c.trace_id());
+        let span =
+            tracing::info_span!("step", key = %key, position, kind = %options.kind, trace_id);
+        let started = Instant::now();
         let mut fut = std::pin::pin!(tracing::Instrument::instrument(f(ctx.clone()), span));
         let mut last = ctx.watch_writes();
         let out = loop {
@@ -232,6 +235,7 @@ impl<W: Workflow> Turn<W> {
                 }
             }
         };
+        crate::metrics::worker_step(&self.shared.workflow, out.is_ok(), started.elapsed());
         // Every progress write goes out, in order, before the checkpoint.
         let flushed = writer.finish().await;
         let value = out?;

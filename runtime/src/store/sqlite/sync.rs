@@ -212,7 +212,9 @@ impl Syncer {
             if let Some(gate) = &self.gate {
                 let _ = gate.recv();
             }
+            let started = std::time::Instant::now();
             let synced = self.sync();
+            crate::metrics::sqlite_sync(started.elapsed());
             match &synced {
                 Ok(()) => self.unsynced.synced(through),
                 Err(why) => self.unsynced.failed(why.clone()),
