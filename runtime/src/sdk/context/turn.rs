@@ -248,28 +248,13 @@ impl<W: Workflow> Turn<W> {
         let saved = self
             .shared
             .backend
-            .checkpoint(CheckpointRequest {
-                lease: self.shared.lease.clone(),
-                position,
-                key: key.clone(),
-                kind: CheckpointKind::Step,
-                output: encoded.clone(),
-                delay_ms: None,
-            })
+            .checkpoint(self.step_checkpoint(position, &key, &encoded))
             .await;
         if let Err(e) = saved {
             let what = format!("{what}: its checkpoint");
             return Err(self.shared.refused(&what, e).await);
         }
-        self.saved.push(StepCheckpoint {
-            key,
-            kind: CheckpointKind::Step,
-            output: encoded,
-            at_ms: 0,
-            delay_ms: None,
-            signal_name: None,
-            wake_at_ms: None,
-        });
+        self.remember_step(key, encoded);
         Ok(decoded)
     }
 
@@ -408,14 +393,11 @@ impl<W: Workflow> Turn<W> {
         // The checkpoint joins the transaction: the engine decides as for any step, and its
         // commit is written in `joined`, which is committed below, or rolled back.
         let saved = joined
-            .scope(self.shared.backend.checkpoint(CheckpointRequest {
-                lease: self.shared.lease.clone(),
-                position,
-                key: key.clone(),
-                kind: CheckpointKind::Step,
-                output: encoded.clone(),
-                delay_ms: None,
-            }))
+            .scope(
+                self.shared
+                    .backend
+                    .checkpoint(self.step_checkpoint(position, &key, &encoded)),
+            )
             .await;
         if let Err(e) = saved {
             joined.rollback().await;
@@ -425,16 +407,33 @@ impl<W: Workflow> Turn<W> {
         if let Err(e) = joined.commit().await {
             return Err(TurnError::Retry(Box::new(crate::Error::from(e))));
         }
+        self.remember_step(key, encoded);
+        Ok(decoded)
+    }
+
+    /// The checkpoint that saves step `key`'s output at `position`.
+    fn step_checkpoint(&self, position: u32, key: &str, output: &Value) -> CheckpointRequest {
+        CheckpointRequest {
+            lease: self.shared.lease.clone(),
+            position,
+            key: key.to_owned(),
+            kind: CheckpointKind::Step,
+            output: output.clone(),
+            delay_ms: None,
+        }
+    }
+
+    /// A step saved in this attempt: a later durable call's checks see it as saved.
+    fn remember_step(&mut self, key: String, output: Value) {
         self.saved.push(StepCheckpoint {
             key,
             kind: CheckpointKind::Step,
-            output: encoded,
+            output,
             at_ms: 0,
             delay_ms: None,
             signal_name: None,
             wake_at_ms: None,
         });
-        Ok(decoded)
     }
 
     /// The current time (Unix ms) as a step: read once from the worker's clock and saved, so

@@ -378,22 +378,14 @@ impl PostgresStore {
         })
     }
 
-    /// One statement; `what` says what it does, for the error.
+    /// A statement that answers at most one row (a lookup by key).
     async fn query_opt(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         what: impl Fn() -> String + Send,
     ) -> Result<Option<Row>, StoreError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(|e| pg(what())(e))?;
-        client
-            .query_opt(&statement, params)
-            .await
-            .map_err(|e| pg(what())(e))
+        Ok(self.query(sql, params, what).await?.into_iter().next())
     }
 
     /// One statement; `what` says what it does, for the error.
