@@ -208,6 +208,57 @@ impl<W: Workflow> Handle<W> {
             .await
     }
 
+    /// Signal whichever turn of the instance is waiting for `S` now, without knowing its
+    /// number: the inbox head, if it waits in `ctx.wait_for_signal::<S>(..)`. Answers that turn.
+    /// The event id makes it idempotent as with [`signal`](Self::signal): repeating a call
+    /// whose answer was lost answers the turn the signal went to, while it is unfinished.
+    ///
+    /// When no turn waits for `S` it fails with [`Error::NotFound`] naming the signal, and
+    /// delivers nothing: the head may be running, waiting for another signal, sleeping, or
+    /// absent. (A turn that moves on between the read and the delivery keeps the signal
+    /// buffered, for a later wait of the same turn.)
+    pub async fn signal_waiting<S>(&self, value: S, id: impl Into<String>) -> Result<WorkflowTurn>
+    where
+        S: Signal,
+        W: Accepts<S>,
+    {
+        let id = id.into();
+        let head = self
+            .backend
+            .instance_inbox(InboxQuery {
+                id: self.id.clone(),
+                after: None,
+                limit: Some(1),
+                payloads: false,
+            })
+            .await?;
+        let not_waiting = || {
+            Error::not_found(format_args!(
+                "a turn of `{}` waiting for signal `{}` (none waits for it now)",
+                self.id,
+                S::NAME
+            ))
+        };
+        let Some(head) = head.messages.first() else {
+            return Err(not_waiting());
+        };
+        let turn = self.turn(head.turn).await?;
+        if turn.signals.iter().flatten().any(|s| s.id == id) {
+            // A repeat: the engine answers it as the delivery it already made.
+            return self.signal(turn.number, value, id).await;
+        }
+        let waits = turn.status == TurnStatus::Waiting
+            && turn.steps.last().is_some_and(|s| {
+                s.kind == CheckpointKind::Signal
+                    && s.output.is_null()
+                    && s.signal_name.as_deref() == Some(S::NAME)
+            });
+        if !waits {
+            return Err(not_waiting());
+        }
+        self.signal(turn.number, value, id).await
+    }
+
     /// The instance as the server reports it.
     pub async fn instance(&self) -> Result<WorkflowInstance> {
         self.backend.get_instance(&self.id).await

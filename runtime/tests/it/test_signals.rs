@@ -217,6 +217,43 @@ async fn a_signal_resumes_a_waiting_turn_with_its_value() {
 }
 
 #[tokio::test]
+async fn signal_waiting_finds_the_turn_that_waits_and_refuses_when_none_does() {
+    let (env, _wf, h) = setup().await;
+    // Nothing queued: no turn waits.
+    let e = h.signal_waiting(approval(1), "ev-0").await.unwrap_err();
+    assert!(matches!(e, turnwise::Error::NotFound { .. }), "{e:?}");
+    assert!(
+        e.to_string().contains("waiting for signal `approval`"),
+        "{e}"
+    );
+
+    // Queued but not yet run: it does not wait yet, and nothing is delivered.
+    let first = h.send(Ask::Once, "m1").await.unwrap().number;
+    let e = h.signal_waiting(approval(1), "ev-1").await.unwrap_err();
+    assert!(matches!(e, turnwise::Error::NotFound { .. }), "{e:?}");
+    assert_eq!(h.turn(first).await.unwrap().signals, None);
+
+    // Waiting: found without its number; a second message queued behind it is not the target.
+    env.run_until_idle().await.unwrap();
+    let second = h.send(Ask::Naps, "m2").await.unwrap().number;
+    let t = h.signal_waiting(approval(2), "ev-2").await.unwrap();
+    assert_eq!(t.number, first);
+    // A repeat with the same event id answers the same delivery, once.
+    let again = h.signal_waiting(approval(2), "ev-2").await.unwrap();
+    assert_eq!(again.number, first);
+    assert_eq!(h.turn(first).await.unwrap().signals.unwrap().len(), 1);
+    env.run_until_idle().await.unwrap();
+    assert_eq!(h.reply(first).await.unwrap(), Some(vec![Some(2)]));
+
+    // The next head sleeps rather than waiting for the signal: refused.
+    let t = h.turn(second).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Waiting, "{t:?}");
+    let e = h.signal_waiting(approval(3), "ev-3").await.unwrap_err();
+    assert!(matches!(e, turnwise::Error::NotFound { .. }), "{e:?}");
+    assert_eq!(h.turn(second).await.unwrap().signals, None);
+}
+
+#[tokio::test]
 async fn a_signal_wait_that_times_out_gives_none() {
     let (env, _wf, h) = setup().await;
     let turn = h.send(Ask::Once, "m1").await.unwrap().number;
