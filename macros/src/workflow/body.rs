@@ -72,20 +72,35 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
         unaccepted: Vec::new(),
     };
     let flow = a.block(body);
-    if !a.has_loop && flow.path.len() > TURN_BUDGET {
-        cx.error_spanned_by(
-            &flow.path[TURN_BUDGET],
-            format!(
-                "this is durable call {} of this turn, over the turn budget of {TURN_BUDGET} steps, sleeps and signal waits; end the turn with `{}.continue_(state, message)` and do the rest in the next turn",
-                TURN_BUDGET + 1,
-                settings.ctx
-            ),
-        );
-    }
+    check_budget(cx, settings, &flow, a.has_loop);
     BodyInfo {
         calls: a.calls,
         unaccepted: a.unaccepted,
     }
+}
+
+/// The turn budget: the longest run of durable calls must fit in [`TURN_BUDGET`].
+///
+/// The calls inside a loop are not counted (the loop may run any number of times, none
+/// included), so in a body with loops the run is a lower bound: it is rejected when the calls
+/// outside the loops alone exceed the budget.
+fn check_budget(cx: &Ctxt, settings: &Settings, flow: &Flow, has_loop: bool) {
+    let Some(over) = flow.path.get(TURN_BUDGET) else {
+        return;
+    };
+    let counted = if has_loop {
+        " (not counting the calls inside loops)"
+    } else {
+        ""
+    };
+    cx.error_spanned_by(
+        over,
+        format!(
+            "this is durable call {} of this turn{counted}, over the turn budget of {TURN_BUDGET} steps, sleeps and signal waits; end the turn with `{}.continue_(state, message)` and do the rest in the next turn",
+            TURN_BUDGET + 1,
+            settings.ctx
+        ),
+    );
 }
 
 /// What a part of the body may do.
