@@ -69,6 +69,7 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
         has_loop: false,
         hash_vars: HashSet::new(),
         calls: Vec::new(),
+        shown: Vec::new(),
         unaccepted: Vec::new(),
     };
     let flow = a.block(body);
@@ -123,6 +124,8 @@ struct Analyzer<'a> {
     /// Locals known to hold a `HashMap` or `HashSet`.
     hash_vars: HashSet<String>,
     calls: Vec<DurableCall>,
+    /// Each of `calls` as written, e.g. `ctx.step(..)`, for messages.
+    shown: Vec<String>,
     unaccepted: Vec<syn::Path>,
 }
 
@@ -297,7 +300,14 @@ impl Analyzer<'_> {
             Expr::Block(b) => self.block(&b.block),
             Expr::Unsafe(b) => self.block(&b.block),
             Expr::Const(b) => self.block(&b.block),
-            Expr::Async(b) => self.block(&b.block),
+            Expr::Async(b) => {
+                let before = self.calls.len();
+                let flow = self.block(&b.block);
+                if !awaited {
+                    self.check_stored_async(b, before);
+                }
+                flow
+            }
             Expr::TryBlock(b) => self.block(&b.block),
             Expr::If(i) => {
                 let mut flow = self.expr(&i.cond, false);
@@ -528,11 +538,29 @@ impl Analyzer<'_> {
             }
         }
         flow.path.push(head);
+        self.shown.push(call);
         self.calls.push(DurableCall {
             kind,
             key: literal.map(|(k, _)| k),
         });
         flow
+    }
+
+    /// An `async` block not awaited where it is made must not hold a durable call (`before`:
+    /// the number of durable calls found before the block): its future would hold the
+    /// context's borrow while the turn goes on.
+    fn check_stored_async(&self, b: &syn::ExprAsync, before: usize) {
+        let Some(call) = self.shown.get(before) else {
+            return;
+        };
+        let (attrs, token, capture) = (&b.attrs, &b.async_token, &b.capture);
+        self.cx.error_spanned_by(
+            quote::quote!(#(#attrs)* #token #capture),
+            format!(
+                "this `async` block holds a durable call, `{call}`, and is not awaited where it is made: a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably until it finishes), so a future holding one cannot be stored or run alongside another; await the durable call itself where the block is made, `{call}.await?`, and make the next call after it",
+                ctx = self.s.ctx,
+            ),
+        );
     }
 
     /// `ctx.wait_for_signal::<S>(..)`: `S` must be an accepted signal.
