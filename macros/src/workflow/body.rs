@@ -9,7 +9,7 @@
 //! longest run of durable calls. Statements compose in sequence (a key seen twice is an
 //! error); the arms of an `if` or `match` are alternatives (the same key in two arms is fine).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::parse::Parser;
@@ -70,6 +70,7 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
         hash_vars: HashSet::new(),
         calls: Vec::new(),
         shown: Vec::new(),
+        uses: body_uses(body),
         unaccepted: Vec::new(),
     };
     let flow = a.block(body);
@@ -126,6 +127,9 @@ struct Analyzer<'a> {
     calls: Vec<DurableCall>,
     /// Each of `calls` as written, e.g. `ctx.step(..)`, for messages.
     shown: Vec<String>,
+    /// The names the body's `use` items bring in, with the paths they stand for: `File` →
+    /// `std::fs::File`.
+    uses: HashMap<String, Vec<String>>,
     unaccepted: Vec<syn::Path>,
 }
 
@@ -644,11 +648,22 @@ impl Analyzer<'_> {
     }
 
     fn check_path(&self, path: &syn::Path) {
-        let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let written: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        // Resolve the first segment through the body's `use` items.
+        let segs: Vec<String> = match written.first().and_then(|f| self.uses.get(f)) {
+            Some(full) if path.leading_colon.is_none() => {
+                full.iter().chain(&written[1..]).cloned().collect()
+            }
+            _ => written.clone(),
+        };
         let seg = |s: &str| segs.iter().any(|x| x == s);
         let ends =
             |tail: &[&str]| segs.len() >= tail.len() && segs[segs.len() - tail.len()..] == *tail;
-        let shown = segs.join("::");
+        let shown = if segs == written {
+            format!("`{}`", written.join("::"))
+        } else {
+            format!("`{}` (`{}`)", written.join("::"), segs.join("::"))
+        };
         let ctx = self.s.ctx;
         let span = path;
         if ends(&["SystemTime", "now"])
@@ -656,45 +671,63 @@ impl Analyzer<'_> {
             || ends(&["Utc", "now"])
             || ends(&["Local", "now"])
             || ends(&["OffsetDateTime", "now_utc"])
+            || ends(&["OffsetDateTime", "now_local"])
+            || ends(&["Timestamp", "now"])
+            || ends(&["Zoned", "now"])
         {
             self.nondeterministic(
                 span,
-                &format!("`{shown}`"),
+                &shown,
                 &format!(
                     "read the time as a step, saved and replayed: `{ctx}.now(\"key\").await?`"
                 ),
             );
-        } else if segs.first().is_some_and(|s| s == "rand")
+        } else if segs
+            .first()
+            .is_some_and(|s| matches!(s.as_str(), "rand" | "fastrand" | "getrandom"))
             || ends(&["thread_rng"])
-            || ends(&["Uuid", "new_v4"])
+            || ends(&["RandomState", "new"])
+            || (segs.len() >= 2
+                && segs[segs.len() - 2] == "Uuid"
+                && UUID_UNREPEATABLE.contains(&segs[segs.len() - 1].as_str()))
+            || ends(&["Ulid", "new"])
         {
             self.nondeterministic(
                 span,
-                &format!("`{shown}`"),
+                &shown,
                 &format!("draw the random value as a step, saved and replayed: `{ctx}.random(\"key\").await?`"),
             );
-        } else if segs.len() >= 2
-            && matches!(
-                segs.last().map(String::as_str),
-                Some("spawn" | "spawn_blocking" | "spawn_local")
-            )
-            && (seg("tokio") || seg("task") || seg("thread"))
-        {
+        } else if segs.len() >= 2 && {
+            let last = segs[segs.len() - 1].as_str();
+            let owner = segs[segs.len() - 2].as_str();
+            (last.starts_with("spawn")
+                && (seg("tokio") || seg("task") || seg("thread") || seg("runtime")))
+                || matches!(owner, "JoinSet" | "LocalSet")
+                || (owner == "Builder" && seg("thread"))
+                || (owner == "thread" && last == "scope")
+                || (owner == "task" && last == "block_in_place")
+        } {
             self.nondeterministic(
                 span,
-                &format!("`{shown}`"),
+                &shown,
                 &format!("a spawned task is not replayed; do concurrent work inside a step: `{ctx}.step(\"key\", |s| async move {{ .. }})`"),
             );
         } else if segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "env") {
             self.nondeterministic(
                 span,
-                &format!("reading the environment (`{shown}`)"),
+                &format!("reading the environment with {shown}"),
                 &format!("read it inside a step so the value is saved: `{ctx}.step(\"key\", |_| async move {{ Ok(std::env::var(..).ok()) }})`, or pass it in the workflow's dependencies"),
             );
-        } else if segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "fs") {
+        } else if (segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "fs"))
+            || ends(&["File", "open"])
+            || ends(&["File", "create"])
+            || ends(&["File", "create_new"])
+            || ends(&["File", "options"])
+            || ends(&["OpenOptions", "new"])
+        {
             self.nondeterministic(
                 span,
-                &format!("file-system access (`{shown}`)"),
+                &format!("file-system access with {shown}"),
                 &format!("do file I/O inside a step so its result is saved: `{ctx}.step(\"key\", |_| async move {{ .. }})`"),
             );
         }
@@ -768,6 +801,57 @@ impl Analyzer<'_> {
             "its order differs from run to run; use a `BTreeMap` or `BTreeSet`, or sort the entries first",
         );
     }
+}
+
+/// The `Uuid` constructors that read the clock or draw random bits.
+const UUID_UNREPEATABLE: &[&str] = &["new_v4", "now_v1", "now_v6", "now_v7", "new_v7"];
+
+/// The names the `use` items anywhere in `body` bring in, each with the path it stands for
+/// (`use std::fs::{self, File as F}` gives `fs` → `std::fs` and `F` → `std::fs::File`). Glob
+/// imports are not followed.
+fn body_uses(body: &Block) -> HashMap<String, Vec<String>> {
+    struct Uses(HashMap<String, Vec<String>>);
+    impl Uses {
+        fn tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+            match tree {
+                syn::UseTree::Path(p) => {
+                    prefix.push(p.ident.to_string());
+                    self.tree(prefix, &p.tree);
+                    prefix.pop();
+                }
+                syn::UseTree::Name(n) => self.bind(prefix, &n.ident, &n.ident),
+                syn::UseTree::Rename(r) => self.bind(prefix, &r.ident, &r.rename),
+                syn::UseTree::Group(g) => {
+                    for item in &g.items {
+                        self.tree(prefix, item);
+                    }
+                }
+                syn::UseTree::Glob(_) => {}
+            }
+        }
+        fn bind(&mut self, prefix: &[String], ident: &syn::Ident, alias: &syn::Ident) {
+            let mut full = prefix.to_vec();
+            if ident != "self" {
+                full.push(ident.to_string());
+            }
+            let alias = if alias == "self" {
+                full.last().cloned()
+            } else {
+                Some(alias.to_string())
+            };
+            if let Some(alias) = alias.filter(|a| a != "_") {
+                self.0.insert(alias, full);
+            }
+        }
+    }
+    impl<'e> Visit<'e> for Uses {
+        fn visit_item_use(&mut self, u: &'e syn::ItemUse) {
+            self.tree(&mut Vec::new(), &u.tree);
+        }
+    }
+    let mut uses = Uses(HashMap::new());
+    uses.visit_block(body);
+    uses.0
 }
 
 /// A key as written.
