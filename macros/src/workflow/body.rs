@@ -273,6 +273,7 @@ impl Analyzer<'_> {
                         self.then(&mut flow, alt);
                     }
                     self.track_hash_local(&local.pat, Some(&init.expr));
+                    self.check_inferred_signal(&local.pat, &init.expr);
                 } else {
                     self.track_hash_local(&local.pat, None);
                 }
@@ -572,7 +573,56 @@ impl Analyzer<'_> {
         let Some(Type::Path(p)) = first_type_arg(m.turbofish.as_ref()) else {
             return;
         };
-        let Some(name) = p.path.segments.last().map(|s| &s.ident) else {
+        self.check_signal_type(&p.path);
+    }
+
+    /// `let s: Option<S> = ctx.wait_for_signal(..).await?;` or `let Some(S { .. }) = ..`:
+    /// a wait without a turbofish whose signal type the binding names; `S` must be an accepted
+    /// signal (otherwise rustc infers the one accepted signal and reports a type mismatch).
+    fn check_inferred_signal(&mut self, pat: &Pat, init: &Expr) {
+        let mut e = init;
+        let mut tried = false;
+        loop {
+            match e {
+                Expr::Try(t) => {
+                    tried = true;
+                    e = &t.expr;
+                }
+                Expr::Await(a) => e = &a.base,
+                Expr::Paren(p) => e = &p.expr,
+                _ => break,
+            }
+        }
+        let Expr::MethodCall(m) = e else {
+            return;
+        };
+        if m.method != "wait_for_signal" || m.turbofish.is_some() || !self.is_ctx(&m.receiver) {
+            return;
+        }
+        let signal = match pat {
+            Pat::Type(t) => {
+                let ty = if tried {
+                    Some(&*t.ty)
+                } else {
+                    generic_arg(&t.ty, "Result")
+                };
+                ty.and_then(|ty| generic_arg(ty, "Option"))
+                    .and_then(|ty| match ty {
+                        Type::Path(p) if p.qself.is_none() => Some(p.path.clone()),
+                        _ => None,
+                    })
+            }
+            other if tried => some_pattern_type(other),
+            _ => None,
+        };
+        if let Some(path) = signal {
+            self.check_signal_type(&path);
+        }
+    }
+
+    /// `path` names a signal waited for: it must be an accepted one.
+    fn check_signal_type(&mut self, path: &syn::Path) {
+        let Some(name) = path.segments.last().map(|s| &s.ident) else {
             return;
         };
         let accepted: Vec<String> = self
@@ -594,7 +644,7 @@ impl Analyzer<'_> {
             )
         };
         self.cx.error_spanned_by(
-            &p.path,
+            path,
             format!("workflow `{workflow}` does not accept signal `{name}`: {alternatives}"),
         );
         if !self
@@ -602,7 +652,7 @@ impl Analyzer<'_> {
             .iter()
             .any(|u| u.segments.last().map(|s| &s.ident) == Some(name))
         {
-            self.unaccepted.push(p.path.clone());
+            self.unaccepted.push(path.clone());
         }
     }
 
@@ -880,6 +930,37 @@ fn first_type_arg(t: Option<&syn::AngleBracketedGenericArguments>) -> Option<Typ
     match t?.args.first()? {
         syn::GenericArgument::Type(Type::Infer(_)) => None,
         syn::GenericArgument::Type(ty) => Some(ty.clone()),
+        _ => None,
+    }
+}
+
+/// `T` of `Name<T, ..>` when `ty`'s last segment is `Name`.
+fn generic_arg<'t>(ty: &'t Type, name: &str) -> Option<&'t Type> {
+    let Type::Path(p) = ty else {
+        return None;
+    };
+    let last = p.path.segments.last().filter(|s| s.ident == name)?;
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(a) => match a.args.first()? {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The type a `Some(S { .. })`, `Some(S(..))` or `Some(S)` pattern names.
+fn some_pattern_type(pat: &Pat) -> Option<syn::Path> {
+    let Pat::TupleStruct(t) = pat else {
+        return None;
+    };
+    if !t.path.is_ident("Some") || t.elems.len() != 1 {
+        return None;
+    }
+    match t.elems.first()? {
+        Pat::Struct(s) if s.qself.is_none() => Some(s.path.clone()),
+        Pat::TupleStruct(ts) if ts.qself.is_none() => Some(ts.path.clone()),
+        Pat::Path(p) if p.qself.is_none() => Some(p.path.clone()),
         _ => None,
     }
 }
