@@ -1,6 +1,6 @@
 //! Helpers shared by the attribute-argument parsers.
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::meta::ParseNestedMeta;
 use syn::parse::ParseStream;
 use syn::{Expr, Lit, LitStr, Token};
@@ -67,17 +67,113 @@ pub(crate) fn one_of(names: &[&str]) -> String {
     }
 }
 
-/// Report an unknown argument and skip its value.
+/// Report an unknown argument, with the nearest known one when it looks like a misspelling,
+/// and skip its value.
 pub(crate) fn unknown(cx: &Ctxt, meta: &ParseNestedMeta, what: &str, known: &[&str]) {
+    let name = path_name(&meta.path);
+    let hint = nearest(&name, known)
+        .map(|n| format!("did you mean `{n}`? "))
+        .unwrap_or_default();
     cx.error_spanned_by(
         &meta.path,
         format!(
-            "unknown `{what}` argument `{}`; supported arguments are {}",
-            path_name(&meta.path),
+            "unknown `{what}` argument `{name}`; {hint}supported arguments are {}",
             one_of(known)
         ),
     );
     skip_value(meta.input);
+}
+
+/// The known name closest to `name`, if it is close enough to be a misspelling of it: at most
+/// one edit in three characters (an edit inserts, removes or replaces a character, or swaps two
+/// neighbours).
+pub(crate) fn nearest<'k>(name: &str, known: &[&'k str]) -> Option<&'k str> {
+    let allowed = (name.chars().count() / 3).max(1);
+    known
+        .iter()
+        .map(|k| (edit_distance(name, k), *k))
+        .filter(|(d, _)| *d <= allowed)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// The edit distance of `a` and `b`, counting a swap of neighbouring characters as one edit
+/// (the optimal string alignment distance).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    // d[i][j]: the distance of a[..i] and b[..j].
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// Remove the positional arguments (a bare literal, e.g. `#[workflow("counter")]`) from an
+/// attribute's arguments, reporting each with the fix `named` gives for it, e.g.
+/// "write `name = "counter"`". The named arguments are left to parse as usual.
+pub(crate) fn positional(
+    cx: &Ctxt,
+    tokens: TokenStream,
+    what: &str,
+    named: impl Fn(&Lit) -> String,
+) -> TokenStream {
+    let mut out = TokenStream::new();
+    let mut segment: Vec<TokenTree> = Vec::new();
+    let mut flush = |segment: &mut Vec<TokenTree>, comma: Option<TokenTree>| {
+        let literal = match segment.as_slice() {
+            [TokenTree::Literal(l)] => Some(Lit::new(l.clone())),
+            [TokenTree::Punct(p), TokenTree::Literal(l)] if p.as_char() == '-' => {
+                Some(Lit::new(l.clone()))
+            }
+            _ => None,
+        };
+        match literal {
+            Some(lit) => cx.error_spanned_by(
+                segment.iter().cloned().collect::<TokenStream>(),
+                format!(
+                    "`{what}` takes named arguments, not a bare value: {}",
+                    named(&lit)
+                ),
+            ),
+            None => {
+                out.extend(segment.drain(..));
+                out.extend(comma);
+            }
+        }
+        segment.clear();
+    };
+    for tree in tokens {
+        match tree {
+            TokenTree::Punct(p) if p.as_char() == ',' => {
+                flush(&mut segment, Some(TokenTree::Punct(p)));
+            }
+            other => segment.push(other),
+        }
+    }
+    flush(&mut segment, None);
+    out
+}
+
+/// The source text of a literal, for messages: `"counter"` or `3`.
+pub(crate) fn lit_text(lit: &Lit) -> String {
+    quote::ToTokens::to_token_stream(lit).to_string()
 }
 
 /// Skip `= value` or `(...)` after an argument's name.

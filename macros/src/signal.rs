@@ -59,7 +59,7 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
     let mut krate = None;
     let mut seen = Seen::new("#[signal]", ARGUMENTS);
     for attr in attrs.iter().filter(|a| a.path().is_ident("signal")) {
-        let parsed = attr.parse_nested_meta(|meta| {
+        let mut handle = |meta: syn::meta::ParseNestedMeta| {
             if !seen.admit(&cx, &meta) {
                 return Ok(());
             }
@@ -69,7 +69,18 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
                 krate = args::krate(&cx, &meta);
             }
             Ok(())
-        });
+        };
+        let parsed = match &attr.meta {
+            syn::Meta::List(list) => {
+                let tokens =
+                    args::positional(&cx, list.tokens.clone(), "#[signal]", |lit| match lit {
+                        syn::Lit::Str(_) => format!("write `name = {}`", args::lit_text(lit)),
+                        _ => format!("supported arguments are {}", args::one_of(ARGUMENTS)),
+                    });
+                syn::parse::Parser::parse2(syn::meta::parser(&mut handle), tokens)
+            }
+            _ => attr.parse_nested_meta(&mut handle),
+        };
         if let Err(e) = parsed {
             cx.syn_error(e);
         }

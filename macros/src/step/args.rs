@@ -33,6 +33,18 @@ pub(crate) struct StepArgs {
 impl StepArgs {
     pub(crate) fn parse(cx: &Ctxt, tokens: TokenStream) -> Self {
         let mut out = StepArgs::default();
+        let tokens = args::positional(cx, tokens, "#[step]", |lit| {
+            let text = args::lit_text(lit);
+            match lit {
+                syn::Lit::Str(s) if ["step", "model", "tool"].contains(&s.value().as_str()) => {
+                    format!("write `kind = {text}`")
+                }
+                syn::Lit::Str(s) if duration::parse_ms(&s.value()).is_ok() => {
+                    format!("write `timeout = {text}` (or `heartbeat_timeout = {text}`)")
+                }
+                _ => format!("supported arguments are {}", args::one_of(KNOWN)),
+            }
+        });
         let mut seen = Seen::new("#[step]", KNOWN);
         let parser = syn::meta::parser(|meta| {
             if !seen.admit(cx, &meta) {

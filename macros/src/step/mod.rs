@@ -151,7 +151,7 @@ fn check(cx: &Ctxt, item: &ItemFn) -> Option<StepFn> {
             let msg = if turn {
                 format!("a step does not take the turn context: the generated function does (call it as `name(ctx, args..)`); take the step context instead, {SHAPE}")
             } else {
-                "step arguments are moved into the step: take an owned type (e.g. `String` instead of `&str`)".to_owned()
+                reference_message(r)
             };
             cx.error_spanned_by(r, msg);
             fatal = true;
@@ -356,4 +356,69 @@ fn generate(p: &Private, args: &args::StepArgs, step: &StepFn) -> TokenStream {
             #cursor_check
         };
     }
+}
+
+/// The fix for a step argument taken by reference, naming the owned type to take instead.
+fn reference_message(r: &syn::TypeReference) -> String {
+    let written = type_text(&Type::Reference(r.clone()));
+    let owned = owned_type(&r.elem);
+    if r.mutability.is_some() {
+        format!(
+            "step arguments are moved into the step, so a step cannot change its caller's value through `{written}`: take `{owned}` instead and return the changed value in the step's output"
+        )
+    } else {
+        format!("step arguments are moved into the step: take an owned type, `{owned}` instead of `{written}`")
+    }
+}
+
+/// The owned counterpart of a borrowed type: `String` for `str`, `PathBuf` for `Path` (and
+/// `OsString`, `CString`), `Vec<T>` for `[T]`, `Box<dyn Tr>` for `dyn Tr`, `T` otherwise.
+fn owned_type(elem: &Type) -> String {
+    let known = |name: &str| match name {
+        "str" => Some("String"),
+        "Path" => Some("PathBuf"),
+        "OsStr" => Some("OsString"),
+        "CStr" => Some("CString"),
+        _ => None,
+    };
+    match elem {
+        Type::Slice(s) => format!("Vec<{}>", type_text(&s.elem)),
+        Type::TraitObject(_) => format!("Box<{}>", type_text(elem)),
+        Type::Path(p) if p.qself.is_none() => {
+            let mut owned = p.clone();
+            if let Some(last) = owned.path.segments.last_mut() {
+                if let (Some(owned), true) =
+                    (known(&last.ident.to_string()), last.arguments.is_none())
+                {
+                    last.ident = syn::Ident::new(owned, last.ident.span());
+                }
+            }
+            type_text(&Type::Path(owned))
+        }
+        Type::Paren(p) => owned_type(&p.elem),
+        other => type_text(other),
+    }
+}
+
+/// A type as written, for messages: `Vec<u64>` rather than the token stream's `Vec < u64 >`.
+fn type_text(ty: &Type) -> String {
+    let mut text = quote::ToTokens::to_token_stream(ty).to_string();
+    for (from, to) in [
+        (" < ", "<"),
+        ("< ", "<"),
+        (" <", "<"),
+        (" >", ">"),
+        (" ::", "::"),
+        (":: ", "::"),
+        (" ,", ","),
+        ("& ", "&"),
+        ("[ ", "["),
+        (" ]", "]"),
+        ("( ", "("),
+        (" )", ")"),
+        (" ;", ";"),
+    ] {
+        text = text.replace(from, to);
+    }
+    text
 }

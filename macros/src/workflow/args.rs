@@ -50,6 +50,11 @@ pub(crate) struct WorkflowArgs {
 impl WorkflowArgs {
     pub(crate) fn parse(cx: &Ctxt, tokens: TokenStream) -> Self {
         let mut out = WorkflowArgs::default();
+        let tokens = args::positional(cx, tokens, "#[workflow]", |lit| match lit {
+            syn::Lit::Str(_) => format!("write `name = {}`", args::lit_text(lit)),
+            syn::Lit::Int(_) => format!("write `max_attempts = {}`", args::lit_text(lit)),
+            _ => format!("supported arguments are {}", args::one_of(KNOWN)),
+        });
         let mut seen = Seen::new("#[workflow]", KNOWN);
         let parser = syn::meta::parser(|meta| {
             if !seen.admit(cx, &meta) {

@@ -9,7 +9,7 @@
 //! longest run of durable calls. Statements compose in sequence (a key seen twice is an
 //! error); the arms of an `if` or `match` are alternatives (the same key in two arms is fine).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::parse::Parser;
@@ -69,23 +69,40 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
         has_loop: false,
         hash_vars: HashSet::new(),
         calls: Vec::new(),
+        shown: Vec::new(),
+        uses: body_uses(body),
         unaccepted: Vec::new(),
     };
     let flow = a.block(body);
-    if !a.has_loop && flow.path.len() > TURN_BUDGET {
-        cx.error_spanned_by(
-            &flow.path[TURN_BUDGET],
-            format!(
-                "this is durable call {} of this turn, over the turn budget of {TURN_BUDGET} steps, sleeps and signal waits; end the turn with `{}.continue_(state, message)` and do the rest in the next turn",
-                TURN_BUDGET + 1,
-                settings.ctx
-            ),
-        );
-    }
+    check_budget(cx, settings, &flow, a.has_loop);
     BodyInfo {
         calls: a.calls,
         unaccepted: a.unaccepted,
     }
+}
+
+/// The turn budget: the longest run of durable calls must fit in [`TURN_BUDGET`].
+///
+/// The calls inside a loop are not counted (the loop may run any number of times, none
+/// included), so in a body with loops the run is a lower bound: it is rejected when the calls
+/// outside the loops alone exceed the budget.
+fn check_budget(cx: &Ctxt, settings: &Settings, flow: &Flow, has_loop: bool) {
+    let Some(over) = flow.path.get(TURN_BUDGET) else {
+        return;
+    };
+    let counted = if has_loop {
+        " (not counting the calls inside loops)"
+    } else {
+        ""
+    };
+    cx.error_spanned_by(
+        over,
+        format!(
+            "this is durable call {} of this turn{counted}, over the turn budget of {TURN_BUDGET} steps, sleeps and signal waits; end the turn with `{}.continue_(state, message)` and do the rest in the next turn",
+            TURN_BUDGET + 1,
+            settings.ctx
+        ),
+    );
 }
 
 /// What a part of the body may do.
@@ -108,6 +125,11 @@ struct Analyzer<'a> {
     /// Locals known to hold a `HashMap` or `HashSet`.
     hash_vars: HashSet<String>,
     calls: Vec<DurableCall>,
+    /// Each of `calls` as written, e.g. `ctx.step(..)`, for messages.
+    shown: Vec<String>,
+    /// The names the body's `use` items bring in, with the paths they stand for: `File` →
+    /// `std::fs::File`.
+    uses: HashMap<String, Vec<String>>,
     unaccepted: Vec<syn::Path>,
 }
 
@@ -251,6 +273,7 @@ impl Analyzer<'_> {
                         self.then(&mut flow, alt);
                     }
                     self.track_hash_local(&local.pat, Some(&init.expr));
+                    self.check_inferred_signal(&local.pat, &init.expr);
                 } else {
                     self.track_hash_local(&local.pat, None);
                 }
@@ -282,7 +305,14 @@ impl Analyzer<'_> {
             Expr::Block(b) => self.block(&b.block),
             Expr::Unsafe(b) => self.block(&b.block),
             Expr::Const(b) => self.block(&b.block),
-            Expr::Async(b) => self.block(&b.block),
+            Expr::Async(b) => {
+                let before = self.calls.len();
+                let flow = self.block(&b.block);
+                if !awaited {
+                    self.check_stored_async(b, before);
+                }
+                flow
+            }
             Expr::TryBlock(b) => self.block(&b.block),
             Expr::If(i) => {
                 let mut flow = self.expr(&i.cond, false);
@@ -513,6 +543,7 @@ impl Analyzer<'_> {
             }
         }
         flow.path.push(head);
+        self.shown.push(call);
         self.calls.push(DurableCall {
             kind,
             key: literal.map(|(k, _)| k),
@@ -520,12 +551,78 @@ impl Analyzer<'_> {
         flow
     }
 
+    /// An `async` block not awaited where it is made must not hold a durable call (`before`:
+    /// the number of durable calls found before the block): its future would hold the
+    /// context's borrow while the turn goes on.
+    fn check_stored_async(&self, b: &syn::ExprAsync, before: usize) {
+        let Some(call) = self.shown.get(before) else {
+            return;
+        };
+        let (attrs, token, capture) = (&b.attrs, &b.async_token, &b.capture);
+        self.cx.error_spanned_by(
+            quote::quote!(#(#attrs)* #token #capture),
+            format!(
+                "this `async` block holds a durable call, `{call}`, and is not awaited where it is made: a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably until it finishes), so a future holding one cannot be stored or run alongside another; await the durable call itself where the block is made, `{call}.await?`, and make the next call after it",
+                ctx = self.s.ctx,
+            ),
+        );
+    }
+
     /// `ctx.wait_for_signal::<S>(..)`: `S` must be an accepted signal.
     fn check_signal(&mut self, m: &ExprMethodCall) {
         let Some(Type::Path(p)) = first_type_arg(m.turbofish.as_ref()) else {
             return;
         };
-        let Some(name) = p.path.segments.last().map(|s| &s.ident) else {
+        self.check_signal_type(&p.path);
+    }
+
+    /// `let s: Option<S> = ctx.wait_for_signal(..).await?;` or `let Some(S { .. }) = ..`:
+    /// a wait without a turbofish whose signal type the binding names; `S` must be an accepted
+    /// signal (otherwise rustc infers the one accepted signal and reports a type mismatch).
+    fn check_inferred_signal(&mut self, pat: &Pat, init: &Expr) {
+        let mut e = init;
+        let mut tried = false;
+        loop {
+            match e {
+                Expr::Try(t) => {
+                    tried = true;
+                    e = &t.expr;
+                }
+                Expr::Await(a) => e = &a.base,
+                Expr::Paren(p) => e = &p.expr,
+                _ => break,
+            }
+        }
+        let Expr::MethodCall(m) = e else {
+            return;
+        };
+        if m.method != "wait_for_signal" || m.turbofish.is_some() || !self.is_ctx(&m.receiver) {
+            return;
+        }
+        let signal = match pat {
+            Pat::Type(t) => {
+                let ty = if tried {
+                    Some(&*t.ty)
+                } else {
+                    generic_arg(&t.ty, "Result")
+                };
+                ty.and_then(|ty| generic_arg(ty, "Option"))
+                    .and_then(|ty| match ty {
+                        Type::Path(p) if p.qself.is_none() => Some(p.path.clone()),
+                        _ => None,
+                    })
+            }
+            other if tried => some_pattern_type(other),
+            _ => None,
+        };
+        if let Some(path) = signal {
+            self.check_signal_type(&path);
+        }
+    }
+
+    /// `path` names a signal waited for: it must be an accepted one.
+    fn check_signal_type(&mut self, path: &syn::Path) {
+        let Some(name) = path.segments.last().map(|s| &s.ident) else {
             return;
         };
         let accepted: Vec<String> = self
@@ -547,7 +644,7 @@ impl Analyzer<'_> {
             )
         };
         self.cx.error_spanned_by(
-            &p.path,
+            path,
             format!("workflow `{workflow}` does not accept signal `{name}`: {alternatives}"),
         );
         if !self
@@ -555,7 +652,7 @@ impl Analyzer<'_> {
             .iter()
             .any(|u| u.segments.last().map(|s| &s.ident) == Some(name))
         {
-            self.unaccepted.push(p.path.clone());
+            self.unaccepted.push(path.clone());
         }
     }
 
@@ -601,11 +698,22 @@ impl Analyzer<'_> {
     }
 
     fn check_path(&self, path: &syn::Path) {
-        let segs: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let written: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        // Resolve the first segment through the body's `use` items.
+        let segs: Vec<String> = match written.first().and_then(|f| self.uses.get(f)) {
+            Some(full) if path.leading_colon.is_none() => {
+                full.iter().chain(&written[1..]).cloned().collect()
+            }
+            _ => written.clone(),
+        };
         let seg = |s: &str| segs.iter().any(|x| x == s);
         let ends =
             |tail: &[&str]| segs.len() >= tail.len() && segs[segs.len() - tail.len()..] == *tail;
-        let shown = segs.join("::");
+        let shown = if segs == written {
+            format!("`{}`", written.join("::"))
+        } else {
+            format!("`{}` (`{}`)", written.join("::"), segs.join("::"))
+        };
         let ctx = self.s.ctx;
         let span = path;
         if ends(&["SystemTime", "now"])
@@ -613,45 +721,63 @@ impl Analyzer<'_> {
             || ends(&["Utc", "now"])
             || ends(&["Local", "now"])
             || ends(&["OffsetDateTime", "now_utc"])
+            || ends(&["OffsetDateTime", "now_local"])
+            || ends(&["Timestamp", "now"])
+            || ends(&["Zoned", "now"])
         {
             self.nondeterministic(
                 span,
-                &format!("`{shown}`"),
+                &shown,
                 &format!(
                     "read the time as a step, saved and replayed: `{ctx}.now(\"key\").await?`"
                 ),
             );
-        } else if segs.first().is_some_and(|s| s == "rand")
+        } else if segs
+            .first()
+            .is_some_and(|s| matches!(s.as_str(), "rand" | "fastrand" | "getrandom"))
             || ends(&["thread_rng"])
-            || ends(&["Uuid", "new_v4"])
+            || ends(&["RandomState", "new"])
+            || (segs.len() >= 2
+                && segs[segs.len() - 2] == "Uuid"
+                && UUID_UNREPEATABLE.contains(&segs[segs.len() - 1].as_str()))
+            || ends(&["Ulid", "new"])
         {
             self.nondeterministic(
                 span,
-                &format!("`{shown}`"),
+                &shown,
                 &format!("draw the random value as a step, saved and replayed: `{ctx}.random(\"key\").await?`"),
             );
-        } else if segs.len() >= 2
-            && matches!(
-                segs.last().map(String::as_str),
-                Some("spawn" | "spawn_blocking" | "spawn_local")
-            )
-            && (seg("tokio") || seg("task") || seg("thread"))
-        {
+        } else if segs.len() >= 2 && {
+            let last = segs[segs.len() - 1].as_str();
+            let owner = segs[segs.len() - 2].as_str();
+            (last.starts_with("spawn")
+                && (seg("tokio") || seg("task") || seg("thread") || seg("runtime")))
+                || matches!(owner, "JoinSet" | "LocalSet")
+                || (owner == "Builder" && seg("thread"))
+                || (owner == "thread" && last == "scope")
+                || (owner == "task" && last == "block_in_place")
+        } {
             self.nondeterministic(
                 span,
-                &format!("`{shown}`"),
+                &shown,
                 &format!("a spawned task is not replayed; do concurrent work inside a step: `{ctx}.step(\"key\", |s| async move {{ .. }})`"),
             );
         } else if segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "env") {
             self.nondeterministic(
                 span,
-                &format!("reading the environment (`{shown}`)"),
+                &format!("reading the environment with {shown}"),
                 &format!("read it inside a step so the value is saved: `{ctx}.step(\"key\", |_| async move {{ Ok(std::env::var(..).ok()) }})`, or pass it in the workflow's dependencies"),
             );
-        } else if segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "fs") {
+        } else if (segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "fs"))
+            || ends(&["File", "open"])
+            || ends(&["File", "create"])
+            || ends(&["File", "create_new"])
+            || ends(&["File", "options"])
+            || ends(&["OpenOptions", "new"])
+        {
             self.nondeterministic(
                 span,
-                &format!("file-system access (`{shown}`)"),
+                &format!("file-system access with {shown}"),
                 &format!("do file I/O inside a step so its result is saved: `{ctx}.step(\"key\", |_| async move {{ .. }})`"),
             );
         }
@@ -727,6 +853,57 @@ impl Analyzer<'_> {
     }
 }
 
+/// The `Uuid` constructors that read the clock or draw random bits.
+const UUID_UNREPEATABLE: &[&str] = &["new_v4", "now_v1", "now_v6", "now_v7", "new_v7"];
+
+/// The names the `use` items anywhere in `body` bring in, each with the path it stands for
+/// (`use std::fs::{self, File as F}` gives `fs` → `std::fs` and `F` → `std::fs::File`). Glob
+/// imports are not followed.
+fn body_uses(body: &Block) -> HashMap<String, Vec<String>> {
+    struct Uses(HashMap<String, Vec<String>>);
+    impl Uses {
+        fn tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+            match tree {
+                syn::UseTree::Path(p) => {
+                    prefix.push(p.ident.to_string());
+                    self.tree(prefix, &p.tree);
+                    prefix.pop();
+                }
+                syn::UseTree::Name(n) => self.bind(prefix, &n.ident, &n.ident),
+                syn::UseTree::Rename(r) => self.bind(prefix, &r.ident, &r.rename),
+                syn::UseTree::Group(g) => {
+                    for item in &g.items {
+                        self.tree(prefix, item);
+                    }
+                }
+                syn::UseTree::Glob(_) => {}
+            }
+        }
+        fn bind(&mut self, prefix: &[String], ident: &syn::Ident, alias: &syn::Ident) {
+            let mut full = prefix.to_vec();
+            if ident != "self" {
+                full.push(ident.to_string());
+            }
+            let alias = if alias == "self" {
+                full.last().cloned()
+            } else {
+                Some(alias.to_string())
+            };
+            if let Some(alias) = alias.filter(|a| a != "_") {
+                self.0.insert(alias, full);
+            }
+        }
+    }
+    impl<'e> Visit<'e> for Uses {
+        fn visit_item_use(&mut self, u: &'e syn::ItemUse) {
+            self.tree(&mut Vec::new(), &u.tree);
+        }
+    }
+    let mut uses = Uses(HashMap::new());
+    uses.visit_block(body);
+    uses.0
+}
+
 /// A key as written.
 enum KeyExpr {
     Literal(LitStr),
@@ -753,6 +930,37 @@ fn first_type_arg(t: Option<&syn::AngleBracketedGenericArguments>) -> Option<Typ
     match t?.args.first()? {
         syn::GenericArgument::Type(Type::Infer(_)) => None,
         syn::GenericArgument::Type(ty) => Some(ty.clone()),
+        _ => None,
+    }
+}
+
+/// `T` of `Name<T, ..>` when `ty`'s last segment is `Name`.
+fn generic_arg<'t>(ty: &'t Type, name: &str) -> Option<&'t Type> {
+    let Type::Path(p) = ty else {
+        return None;
+    };
+    let last = p.path.segments.last().filter(|s| s.ident == name)?;
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(a) => match a.args.first()? {
+            syn::GenericArgument::Type(t) => Some(t),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The type a `Some(S { .. })`, `Some(S(..))` or `Some(S)` pattern names.
+fn some_pattern_type(pat: &Pat) -> Option<syn::Path> {
+    let Pat::TupleStruct(t) = pat else {
+        return None;
+    };
+    if !t.path.is_ident("Some") || t.elems.len() != 1 {
+        return None;
+    }
+    match t.elems.first()? {
+        Pat::Struct(s) if s.qself.is_none() => Some(s.path.clone()),
+        Pat::TupleStruct(ts) if ts.qself.is_none() => Some(ts.path.clone()),
+        Pat::Path(p) if p.qself.is_none() => Some(p.path.clone()),
         _ => None,
     }
 }
