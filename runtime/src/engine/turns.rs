@@ -132,22 +132,22 @@ impl Engine {
             turn: lease.turn,
             reason: reason.to_owned(),
         };
-        let inst = match self.load(&lease.workflow_id).await {
-            Err(Error::NotFound { .. }) => {
-                return Err(lost(
-                    "the instance does not exist (it was deleted, or never created)",
-                ))
+        // One read of both where the store can (PostgreSQL: one query instead of two).
+        let read = self
+            .inner
+            .store
+            .load_instance_turn(&self.ns, &lease.workflow_id, lease.turn)
+            .await?;
+        match read {
+            None => Err(lost(
+                "the instance does not exist (it was deleted, or never created)",
+            )),
+            Some((inst, None)) if lease.turn <= inst.history_pruned_through => {
+                Err(lost("the turn was pruned from history"))
             }
-            r => r?,
-        };
-        let turn = match self.load_turn(&inst, lease.turn).await {
-            Err(Error::NotFound { .. }) if lease.turn <= inst.history_pruned_through => {
-                return Err(lost("the turn was pruned from history"))
-            }
-            Err(Error::NotFound { .. }) => return Err(lost("the turn does not exist")),
-            r => r?,
-        };
-        Ok((inst, turn))
+            Some((_, None)) => Err(lost("the turn does not exist")),
+            Some((inst, Some(turn))) => Ok((inst, turn)),
+        }
     }
 
     /// The loop every turn route shares: read the instance and the turn, let `decide` check

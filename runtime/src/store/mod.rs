@@ -413,6 +413,21 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         number: u64,
     ) -> Result<Option<TurnRecord>, StoreError>;
+    /// Read one instance and one of its turns (`None` for a turn that is not kept), as one
+    /// read where the store can (one query on PostgreSQL). `None` when there is no instance.
+    /// The default reads the instance, then the turn.
+    async fn load_instance_turn(
+        &self,
+        ns: &str,
+        id: &str,
+        number: u64,
+    ) -> Result<Option<(InstanceRecord, Option<TurnRecord>)>, StoreError> {
+        let Some(instance) = self.load_instance(ns, id).await? else {
+            return Ok(None);
+        };
+        let turn = self.load_turn(ns, id, number).await?;
+        Ok(Some((instance, turn)))
+    }
     /// Find a kept turn by its message id.
     async fn find_message(
         &self,

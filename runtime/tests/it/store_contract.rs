@@ -254,6 +254,7 @@ contract!(
     delete_removes_instance_and_turns,
     turn_upsert_and_load,
     find_message,
+    load_instance_turn_reads_both,
     list_turns_finished_and_unfinished,
     list_instances_filters_and_order,
     count_instances,
@@ -402,6 +403,23 @@ async fn turn_upsert_and_load(s: &dyn Store) {
     // A write without turns leaves them alone.
     ok(s, write(inst("a", 4), Some(3), vec![])).await;
     assert_eq!(load_turn(s, "a", 2).await, Some(turn(2, "m2")));
+}
+
+async fn load_instance_turn_reads_both(s: &dyn Store) {
+    assert_eq!(s.load_instance_turn(NS, "a", 1).await.unwrap(), None);
+    ok(
+        s,
+        create(inst("a", 1), vec![turn(1, "m1"), finished(2, "m2", 5_000)]),
+    )
+    .await;
+    let (i, t) = s.load_instance_turn(NS, "a", 1).await.unwrap().unwrap();
+    assert_eq!(i, load(s, "a").await.unwrap());
+    assert_eq!(t, Some(turn(1, "m1")));
+    let (_, t) = s.load_instance_turn(NS, "a", 2).await.unwrap().unwrap();
+    assert_eq!(t, Some(finished(2, "m2", 5_000)));
+    let (i, t) = s.load_instance_turn(NS, "a", 3).await.unwrap().unwrap();
+    assert_eq!((i.id.as_str(), t), ("a", None));
+    assert_eq!(s.load_instance_turn("other", "a", 1).await.unwrap(), None);
 }
 
 async fn find_message(s: &dyn Store) {

@@ -453,6 +453,9 @@ impl PostgresStore {
 const LOAD_INSTANCE: &str =
     "SELECT body, history_pruned_through FROM instances WHERE ns = $1 AND id = $2";
 const LOAD_TURN: &str = "SELECT body FROM turns WHERE ns = $1 AND id = $2 AND number = $3";
+const LOAD_INSTANCE_TURN: &str = "SELECT i.body, i.history_pruned_through, t.body \
+     FROM instances i LEFT JOIN turns t ON t.ns = i.ns AND t.id = i.id AND t.number = $3 \
+     WHERE i.ns = $1 AND i.id = $2";
 const FIND_MESSAGE: &str = "SELECT body FROM turns WHERE ns = $1 AND id = $2 AND message_id = $3";
 const LIST_TURNS: &str = "SELECT body FROM turns WHERE ns = $1 AND id = $2 AND finished = $3 \
      AND number > $4 ORDER BY number LIMIT $5";
@@ -670,6 +673,28 @@ impl Store for PostgresStore {
             Some(row) => Ok(Some(self.turn(ns, id, row.get(0)).await?)),
             None => Ok(None),
         }
+    }
+
+    async fn load_instance_turn(
+        &self,
+        ns: &str,
+        id: &str,
+        number: u64,
+    ) -> Result<Option<(InstanceRecord, Option<TurnRecord>)>, StoreError> {
+        let what = || format!("read instance `{id}` with turn {number}");
+        let n = clamp(number);
+        let Some(row) = self
+            .query_opt(LOAD_INSTANCE_TURN, &[&ns, &id, &n], what)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let instance = self.instance(ns, id, &row).await?;
+        let turn = match row.get::<_, Option<&str>>(2) {
+            Some(body) => Some(self.turn(ns, id, body).await?),
+            None => None,
+        };
+        Ok(Some((instance, turn)))
     }
 
     async fn find_message(
