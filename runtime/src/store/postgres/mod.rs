@@ -91,8 +91,10 @@ impl PostgresOptions {
 ///   an instance goes through that row, so two processes never both apply a decision on the same
 ///   revision: a turn is granted to one claimant, and lease tokens are checked against the
 ///   stored one whichever process checks them.
-/// - **Round trips.** A commit is two round trips: `BEGIN`, the row lock and the check of the
-///   turns it writes go in one pipeline; the writes, the change notice and `COMMIT` in the next.
+/// - **Round trips.** A commit is one statement, a call of the commit function the store
+///   installs (lock, check, write, prune, notify), so one round trip and one transaction. A
+///   worker route reads its instance and turn in one query
+///   ([`Store::load_instance_turn`]).
 /// - **Durability.** [`Durability::Durable`] commits wait for the database's `COMMIT` at its
 ///   `synchronous_commit` setting; [`Durability::Relaxed`] ones set it `off` for their own
 ///   transaction (they survive the death of any turnwise process, not of the database server).
