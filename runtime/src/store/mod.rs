@@ -539,8 +539,14 @@ impl Change {
             workflow_type,
             version,
             due_at_ms,
-            settled: write.instance.is_none() || write.turns.iter().any(|t| t.status.is_outcome()),
+            settled: Self::settles(write),
         }
+    }
+
+    /// Whether a write set settles something readers may await: it gives a turn an outcome,
+    /// or deletes the instance.
+    pub fn settles(write: &WriteSet) -> bool {
+        write.instance.is_none() || write.turns.iter().any(|t| t.status.is_outcome())
     }
 }
 
@@ -564,6 +570,12 @@ pub(crate) fn check_revision(current: Option<u64>, write: &WriteSet) -> Result<(
     if current != write.expected_revision {
         return Err(CommitError::Conflict);
     }
+    check_record(write)
+}
+
+/// The checks of a write set's own record (its revision follows the expected one, its address
+/// is the write set's), which need no read of the store.
+pub(crate) fn check_record(write: &WriteSet) -> Result<(), CommitError> {
     if let Some(inst) = &write.instance {
         let want = write.expected_revision.map_or(1, |r| r + 1);
         if inst.revision != want || inst.id != write.id || inst.ns != write.ns {

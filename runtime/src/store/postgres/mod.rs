@@ -475,7 +475,7 @@ const NEXT_DUE: &str = "SELECT min(due_at_ms) FROM instances WHERE ns = $1 \
      AND due_at_ms IS NOT NULL";
 
 /// The commit function (`schema.rs`), with its 21 parameters.
-const COMMIT: &str = "SELECT turnwise_commit_v1($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+const COMMIT: &str = "SELECT turnwise_commit_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
      $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
 const DELETE_TURNS: &str = "DELETE FROM turns WHERE ns = $1 AND id = $2";
 const DELETE_INSTANCE: &str = "DELETE FROM instances WHERE ns = $1 AND id = $2";
@@ -502,23 +502,7 @@ impl PostgresStore {
                 });
             }
         }
-        if let Some(inst) = &write.instance {
-            if inst.id != write.id || inst.ns != write.ns {
-                return Err(StoreError::new(format!(
-                    "write set for `{id}` carries the record of `{}`",
-                    inst.id
-                ))
-                .into());
-            }
-            let want = write.expected_revision.map_or(1, |r| r + 1);
-            if inst.revision != want {
-                return Err(StoreError::new(format!(
-                    "write set for `{id}` carries revision {} (expected {want})",
-                    inst.revision
-                ))
-                .into());
-            }
-        }
+        check_record(write)?;
         let n = write.turns.len();
         let mut numbers = Vec::with_capacity(n);
         let mut bodies = Vec::with_capacity(n);
@@ -556,13 +540,13 @@ impl PostgresStore {
             Some(r) => (Some(clamp(r.keep_turns.max(1))), Some(r.keep_since_ms)),
             None => (None, None),
         };
-        // The notice is sent only if the commit makes the instance due sooner or settles a
-        // turn (the function compares with the due time it locked); it is made only when it
-        // may be sent.
-        let change = Change::of(write);
-        let payload = (change.settled || change.due_at_ms.is_some())
-            .then(|| self.inner.notices.payload(&change));
-        let channel = self.inner.notices.channel.as_str();
+        // The function sends a notice only if the commit makes the instance due sooner or
+        // settles a turn (it compares with the due time it locked), and builds it then.
+        let settled = Change::settles(write);
+        let (channel, node) = (
+            self.inner.notices.channel.as_str(),
+            self.inner.notices.node.as_str(),
+        );
         let statement = c
             .prepare_cached(COMMIT)
             .await
@@ -590,8 +574,8 @@ impl PostgresStore {
                     &keep_turns,
                     &keep_since,
                     &channel,
-                    &payload,
-                    &change.settled,
+                    &node,
+                    &settled,
                 ],
             )
             .await;

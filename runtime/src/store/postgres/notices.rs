@@ -14,9 +14,9 @@ use super::pg;
 use crate::protocol::Millis;
 use crate::store::{Change, Notice, StoreError, Watcher};
 
-/// The largest payload `NOTIFY` takes is 8000 bytes; a longer one is sent as [`MISSED`].
-const MAX_PAYLOAD: usize = 7900;
-/// The payload that tells every process to look again at everything.
+/// The payload that tells every process to look again at everything. The commit function
+/// (`schema.rs`) builds the others, `[node, ns, id, type, version, due, settled]`, and sends
+/// this one instead when they would pass `NOTIFY`'s 8000 bytes.
 const MISSED: &str = "*";
 
 /// What one store shares with its listening task.
@@ -66,23 +66,6 @@ impl Notices {
 
     fn set_down(&self, why: Option<String>) {
         *self.down.lock().unwrap_or_else(PoisonError::into_inner) = why;
-    }
-
-    /// The payload announcing `change`.
-    pub(super) fn payload(&self, change: &Change) -> String {
-        let fields = (
-            &self.node,
-            &change.ns,
-            &change.id,
-            &change.workflow_type,
-            &change.version,
-            change.due_at_ms,
-            change.settled,
-        );
-        match serde_json::to_string(&fields) {
-            Ok(p) if p.len() <= MAX_PAYLOAD => p,
-            _ => MISSED.to_owned(),
-        }
     }
 
     /// Hand one notification to the watchers, unless this store sent it.

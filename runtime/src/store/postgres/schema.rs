@@ -52,12 +52,12 @@ CREATE UNIQUE INDEX turns_by_message ON turns (ns, id, message_id);
 /// not the expected one: nothing written), `taken:<message id>`, `history:<turn>` (a finished
 /// turn would change) or `message-id:<turn>` (a turn's message id would change).
 const COMMIT_FUNCTION: &str = r#"
-CREATE OR REPLACE FUNCTION turnwise_commit_v1(
+CREATE OR REPLACE FUNCTION turnwise_commit_v2(
     p_ns text, p_id text, p_expected bigint, p_relaxed boolean, p_delete boolean,
     p_workflow_type text, p_version text, p_revision bigint, p_pending bigint, p_due bigint,
     p_body text, p_numbers bigint[], p_message_ids text[], p_finished boolean[],
     p_finished_at bigint[], p_bodies text[], p_keep_turns bigint, p_keep_since bigint,
-    p_channel text, p_payload text, p_settled boolean
+    p_channel text, p_node text, p_settled boolean
 ) RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
     cur_revision bigint;
@@ -66,6 +66,7 @@ DECLARE
     i int;
     old record;
     notify boolean;
+    payload text;
 BEGIN
     IF p_relaxed THEN
         PERFORM set_config('synchronous_commit', 'off', true);
@@ -75,8 +76,7 @@ BEGIN
     IF cur_revision IS DISTINCT FROM p_expected THEN
         RETURN 'conflict';
     END IF;
-    notify := p_payload IS NOT NULL AND (p_settled OR (p_due IS NOT NULL
-        AND (cur_due IS NULL OR p_due < cur_due)));
+    notify := p_settled OR (p_due IS NOT NULL AND (cur_due IS NULL OR p_due < cur_due));
     IF p_delete THEN
         DELETE FROM turns WHERE ns = p_ns AND id = p_id;
         DELETE FROM instances WHERE ns = p_ns AND id = p_id;
@@ -129,7 +129,13 @@ BEGIN
         END IF;
     END IF;
     IF notify THEN
-        PERFORM pg_notify(p_channel, p_payload);
+        -- The payload `notices.rs` reads; `*` (look at everything) when too long for NOTIFY.
+        payload := json_build_array(p_node, p_ns, p_id, coalesce(p_workflow_type, ''),
+            coalesce(p_version, ''), p_due, p_settled)::text;
+        IF octet_length(payload) > 7900 THEN
+            payload := '*';
+        END IF;
+        PERFORM pg_notify(p_channel, payload);
         RETURN 'notified';
     END IF;
     RETURN 'ok';
