@@ -12,6 +12,7 @@ use proc_macro::TokenStream;
 mod args;
 mod ctxt;
 mod duration;
+mod item;
 mod private;
 mod signal;
 mod step;

@@ -39,7 +39,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let cx = Ctxt::new();
     let args = args::StepArgs::parse(&cx, args);
     let p = Private::new(args.krate.clone());
-    let item: ItemFn = match syn::parse2(item.clone()) {
+    let item: ItemFn = match crate::item::parse_fn(item.clone()) {
         Ok(f) => f,
         Err(_) => {
             cx.error_spanned_by(

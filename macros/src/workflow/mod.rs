@@ -19,7 +19,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     let cx = Ctxt::new();
     let args = args::WorkflowArgs::parse(&cx, args);
     let private = Private::new(args.krate.clone());
-    let item: syn::ItemFn = match syn::parse2(item.clone()) {
+    let item: syn::ItemFn = match crate::item::parse_fn(item.clone()) {
         Ok(f) => f,
         Err(_) => {
             cx.error_spanned_by(
