@@ -159,7 +159,7 @@ pub mod __private;
 pub use backend::Backend;
 pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};
 pub use error::{Error, Result};
-pub use handle::{CallError, Handle, WorkflowExt};
+pub use handle::{CallError, Handle, Pending, WorkflowExt};
 #[cfg(feature = "http")]
 pub use http::{Http, HttpBuilder};
 pub use worker::{RunningWorker, Worker};

@@ -10,6 +10,10 @@ use crate::protocol::*;
 use crate::sdk::codec;
 use crate::sdk::workflow::{Accepts, Signal, Workflow};
 
+/// The future of a [`Handle`] call that returns a boxed future (see [`Handle::signal`]).
+pub type Pending<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T>> + Send + 'a>>;
+
 fn codec_error(e: codec::CodecError) -> Error {
     Error::Invalid {
         param: "value".into(),
@@ -185,27 +189,27 @@ impl<W: Workflow> Handle<W> {
     }
 
     /// Send signal `S` to turn `turn` under event id `id` (delivered once).
-    pub async fn signal<S>(
-        &self,
-        turn: u64,
-        value: S,
-        id: impl Into<String>,
-    ) -> Result<WorkflowTurn>
+    ///
+    /// The value is encoded (and its round trip verified) when this is called; the returned
+    /// future delivers it. Sending a signal the workflow does not accept is a compile error,
+    /// reported once, at the signal's type.
+    pub fn signal<S>(&self, turn: u64, value: S, id: impl Into<String>) -> Pending<'_, WorkflowTurn>
     where
         S: Signal,
         W: Accepts<S>,
     {
-        let (value, _) =
-            codec::encode_verified(&W::Codec::default(), "signal", &value).map_err(codec_error)?;
-        self.backend
-            .signal(SignalRequest {
+        // The future is boxed so that its type does not depend on `S`: an unaccepted signal is
+        // then one unmet bound, at the call, rather than one more for the future and its await.
+        let request = codec::encode_verified(&W::Codec::default(), "signal", &value)
+            .map_err(codec_error)
+            .map(|(value, _)| SignalRequest {
                 workflow_id: self.id.clone(),
                 turn,
                 id: id.into(),
                 name: S::NAME.to_owned(),
                 value,
-            })
-            .await
+            });
+        Box::pin(async move { self.backend.signal(request?).await })
     }
 
     /// Signal whichever turn of the instance is waiting for `S` now, without knowing its
@@ -217,12 +221,23 @@ impl<W: Workflow> Handle<W> {
     /// delivers nothing: the head may be running, waiting for another signal, sleeping, or
     /// absent. (A turn that moves on between the read and the delivery keeps the signal
     /// buffered, for a later wait of the same turn.)
-    pub async fn signal_waiting<S>(&self, value: S, id: impl Into<String>) -> Result<WorkflowTurn>
+    ///
+    /// As with [`signal`](Self::signal), the future is boxed, so that a signal the workflow does
+    /// not accept is one compile error.
+    pub fn signal_waiting<S>(&self, value: S, id: impl Into<String>) -> Pending<'_, WorkflowTurn>
     where
         S: Signal,
         W: Accepts<S>,
     {
         let id = id.into();
+        Box::pin(self.signal_waiting_inner::<S>(value, id))
+    }
+
+    async fn signal_waiting_inner<S>(&self, value: S, id: String) -> Result<WorkflowTurn>
+    where
+        S: Signal,
+        W: Accepts<S>,
+    {
         let head = self
             .backend
             .instance_inbox(InboxQuery {
