@@ -164,8 +164,8 @@ pub use handle::{CallError, Handle, Pending, WorkflowExt};
 pub use http::{Http, HttpBuilder};
 pub use worker::{RunningWorker, Worker};
 pub use workflow::{
-    Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
-    WorkflowWait,
+    Accepts, Done, Signal, StepOutput, TurnError, TurnResult, Workflow, WorkflowError,
+    WorkflowOptions, WorkflowWait,
 };
 
 #[cfg(feature = "macros")]

@@ -311,7 +311,7 @@ fn generate(p: &Private, args: &args::StepArgs, step: &StepFn) -> TokenStream {
         .heartbeat_ms
         .iter()
         .map(|(ms, _)| quote!(.heartbeat_timeout(#p::Duration::from_millis(#ms))));
-    let output_check = quote_spanned!(out_span=> #p::assert_step_output::<#output>());
+    let output_schema = quote_spanned!(out_span=> #p::step_schema::<#output>());
     let cursor_check = match &step.context {
         Some(StepContext::Resumable(c)) => {
             quote_spanned!(c.span()=> const _: () = #p::assert_cursor::<#c>();)
@@ -351,8 +351,10 @@ fn generate(p: &Private, args: &args::StepArgs, step: &StepFn) -> TokenStream {
             impl #p::StepFn for #ident {
                 type Output = #output;
                 const KEY: &'static ::core::primitive::str = #key;
+                fn schema() -> #p::JsonValue {
+                    #output_schema
+                }
             }
-            const _: () = #output_check;
             #cursor_check
         };
     }

@@ -359,19 +359,18 @@ fn schema(
     let mut seen = BTreeSet::new();
     let steps = calls.iter().filter_map(|call| {
         let key = call.key.as_ref()?;
-        let output = match &call.kind {
-            CallKind::Step(Some(t)) => quote_spanned!(t.span()=> #t),
-            CallKind::StepFn(path) => {
-                quote_spanned!(path.span()=> <#path as #p::StepFn>::Output)
-            }
-            CallKind::Now => quote!(#p::Millis),
-            CallKind::Random => quote!(::core::primitive::u64),
+        let schema = match &call.kind {
+            CallKind::Step(Some(t)) => quote_spanned!(t.span()=> #p::step_schema::<#t>()),
+            // The step function's own expansion checks its output.
+            CallKind::StepFn(path) => quote_spanned!(path.span()=> <#path as #p::StepFn>::schema()),
+            CallKind::Now => quote!(#p::step_schema::<#p::Millis>()),
+            CallKind::Random => quote!(#p::step_schema::<::core::primitive::u64>()),
             CallKind::Step(None) | CallKind::Sleep | CallKind::Wait => return None,
         };
         if !seen.insert(key.clone()) {
             return None;
         }
-        Some(quote!((#key, #p::step_schema::<#output>())))
+        Some(quote!((#key, #schema)))
     });
     quote! {
         #p::workflow_schema(

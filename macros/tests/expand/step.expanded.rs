@@ -59,8 +59,10 @@ const _: () = {
     impl ::turnwise::__private::StepFn for crawl {
         type Output = Report;
         const KEY: &'static ::core::primitive::str = "crawl";
+        fn schema() -> ::turnwise::__private::JsonValue {
+            ::turnwise::__private::step_schema::<Report>()
+        }
     }
-    const _: () = ::turnwise::__private::assert_step_output::<Report>();
     const _: () = ::turnwise::__private::assert_cursor::<u32>();
 };
 fn double<'turn, W: ::turnwise::__private::Workflow>(
@@ -111,6 +113,8 @@ const _: () = {
     impl ::turnwise::__private::StepFn for double {
         type Output = u64;
         const KEY: &'static ::core::primitive::str = "double";
+        fn schema() -> ::turnwise::__private::JsonValue {
+            ::turnwise::__private::step_schema::<u64>()
+        }
     }
-    const _: () = ::turnwise::__private::assert_step_output::<u64>();
 };

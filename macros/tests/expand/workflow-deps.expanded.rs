@@ -107,9 +107,7 @@ const _: () = {
                 [
                     (
                         "crawl",
-                        crate::support::turnwise::__private::step_schema::<
-                            <crawl as crate::support::turnwise::__private::StepFn>::Output,
-                        >(),
+                        <crawl as crate::support::turnwise::__private::StepFn>::schema(),
                     ),
                     (
                         "t0",

@@ -102,18 +102,8 @@ const _: () = {
                     ),
                 ],
                 [
-                    (
-                        "double",
-                        ::turnwise::__private::step_schema::<
-                            <double as ::turnwise::__private::StepFn>::Output,
-                        >(),
-                    ),
-                    (
-                        "double-2",
-                        ::turnwise::__private::step_schema::<
-                            <double as ::turnwise::__private::StepFn>::Output,
-                        >(),
-                    ),
+                    ("double", <double as ::turnwise::__private::StepFn>::schema()),
+                    ("double-2", <double as ::turnwise::__private::StepFn>::schema()),
                 ],
             )
         }

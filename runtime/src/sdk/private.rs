@@ -6,6 +6,8 @@
 pub use std::option::Option;
 pub use std::time::Duration;
 
+pub use serde_json::Value as JsonValue;
+
 pub use crate::protocol::{Millis, OnExhausted, OperationKind};
 pub use crate::sdk::codec::{EqFn, JsonCodec};
 pub use crate::sdk::context::{BoxStepFn, Step, StepCtx, Turn};
@@ -26,6 +28,8 @@ pub trait StepFn {
     type Output;
     /// The key a call uses unless it sets one with `.key(..)`.
     const KEY: &'static str;
+    /// The schema of the step's output, as the workflow's schema lists it.
+    fn schema() -> serde_json::Value;
 }
 
 /// A workflow's state type.
@@ -66,21 +70,6 @@ impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireS
 
 /// Assert that `T` can be a signal.
 pub const fn assert_signal_data<T: WireSignal>() {}
-
-/// A step's output type.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a step's output: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    label = "saved and sent as JSON",
-    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
-)]
-pub trait WireStepOutput:
-    Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static
-{
-}
-impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireStepOutput for T {}
-
-/// Assert that `T` can be a step's output.
-pub const fn assert_step_output<T: WireStepOutput>() {}
 
 /// A step's resume cursor type.
 #[diagnostic::on_unimplemented(
@@ -165,8 +154,17 @@ pub fn signal_schema<T: WireSignal + Signal>() -> serde_json::Value {
     crate::sdk::schema::schema_of::<T>()
 }
 
+/// A `#[step]`'s output type, beyond what every step output is (see `StepOutput`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[step]` function's output: it must also implement `JsonSchema`",
+    label = "listed in the workflow's schema",
+    note = "derive it: `#[derive(schemars::JsonSchema)]`"
+)]
+pub trait StepSchema: JsonSchema {}
+impl<T: JsonSchema> StepSchema for T {}
+
 /// The schema of a step's output.
-pub fn step_schema<T: WireStepOutput>() -> serde_json::Value {
+pub fn step_schema<T: StepSchema>() -> serde_json::Value {
     crate::sdk::schema::schema_of::<T>()
 }
 

@@ -12,6 +12,16 @@ use crate::sdk::context::Turn;
 
 pub use crate::sdk::outcome::{Done, TurnError, WorkflowError, WorkflowWait};
 
+/// What a step may return: its output is saved as the step's checkpoint and decoded on every
+/// replay, so it must serialize and deserialize.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a step's output: it must implement `Serialize` and `Deserialize`",
+    label = "saved as the step's checkpoint and decoded on replay",
+    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize)]`"
+)]
+pub trait StepOutput: Serialize + DeserializeOwned {}
+impl<T: Serialize + DeserializeOwned> StepOutput for T {}
+
 /// A value that can cross a codec: serializable, deserializable, sendable.
 pub trait Data: Serialize + DeserializeOwned + Send + Sync + 'static {}
 impl<T: Serialize + DeserializeOwned + Send + Sync + 'static> Data for T {}

@@ -16,7 +16,7 @@ use super::{sleep_until_opt, Interrupt, StepCtx, StepOptions, TurnShared};
 use crate::protocol::validate;
 use crate::protocol::*;
 use crate::sdk::codec;
-use crate::sdk::workflow::{Accepts, Done, Signal, TurnError, Workflow, WorkflowError};
+use crate::sdk::workflow::{Accepts, Done, Signal, StepOutput, TurnError, Workflow, WorkflowError};
 
 /// The context of one turn, handed to the workflow handler.
 ///
@@ -156,7 +156,8 @@ impl<W: Workflow> Turn<W> {
     /// to change the step's options.
     pub fn step<'a, T, F, Fut>(&'a mut self, key: impl Into<String>, f: F) -> Step<'a, W, T, F>
     where
-        T: Serialize + DeserializeOwned + Send + 'a,
+        W: Workflow,
+        T: StepOutput + Send + 'a,
         F: FnOnce(StepCtx) -> Fut + Send + 'a,
         Fut: Future<Output = Result<T, TurnError>> + Send + 'a,
     {
@@ -165,7 +166,9 @@ impl<W: Workflow> Turn<W> {
             key: key.into(),
             options: StepOptions::default(),
             f,
-            _t: PhantomData,
+            // The bounds are checked here, once; `.await` needs none of its own, so an output
+            // that cannot be saved is one error at this call, not one more at the await.
+            run: |turn, key, options, f| Box::pin(turn.run_step(key, options, f)),
         }
     }
 
@@ -583,8 +586,16 @@ pub struct Step<'a, W, T, F> {
     key: String,
     options: StepOptions,
     f: F,
-    _t: PhantomData<fn() -> T>,
+    run: RunStep<'a, W, T, F>,
 }
+
+/// How a [`Step`] runs, chosen where its bounds were checked.
+type RunStep<'a, W, T, F> = fn(
+    &'a mut Turn<W>,
+    String,
+    StepOptions,
+    F,
+) -> Pin<Box<dyn Future<Output = Result<T, TurnError>> + Send + 'a>>;
 
 impl<W, T, F> Step<'_, W, T, F> {
     /// Record what kind of work the step does.
@@ -619,17 +630,11 @@ impl<W, T, F> Step<'_, W, T, F> {
     }
 }
 
-impl<'a, W, T, F, Fut> IntoFuture for Step<'a, W, T, F>
-where
-    W: Workflow,
-    T: Serialize + DeserializeOwned + Send + 'a,
-    F: FnOnce(StepCtx) -> Fut + Send + 'a,
-    Fut: Future<Output = Result<T, TurnError>> + Send + 'a,
-{
+impl<'a, W, T, F> IntoFuture for Step<'a, W, T, F> {
     type Output = Result<T, TurnError>;
     type IntoFuture = Pin<Box<dyn Future<Output = Result<T, TurnError>> + Send + 'a>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.turn.run_step(self.key, self.options, self.f))
+        (self.run)(self.turn, self.key, self.options, self.f)
     }
 }
