@@ -32,32 +32,32 @@ pub trait StepFn {
     fn schema() -> serde_json::Value;
 }
 
-/// A workflow's state type.
+/// A workflow's state type, beyond what `Workflow` requires of it: a schema.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a workflow's state: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    label = "saved and sent as JSON",
-    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+    message = "`{Self}` cannot be a `#[workflow]`'s state: it must also implement `JsonSchema`",
+    label = "listed in the workflow's schema",
+    note = "derive it: `#[derive(schemars::JsonSchema)]`"
 )]
-pub trait WireState: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
-impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireState for T {}
+pub trait WireState: JsonSchema {}
+impl<T: JsonSchema> WireState for T {}
 
-/// A workflow's message type.
+/// A workflow's message type, beyond what `Workflow` requires of it: a schema.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a workflow's message: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    label = "saved and sent as JSON",
-    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+    message = "`{Self}` cannot be a `#[workflow]`'s message: it must also implement `JsonSchema`",
+    label = "listed in the workflow's schema",
+    note = "derive it: `#[derive(schemars::JsonSchema)]`"
 )]
-pub trait WireMessage: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
-impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireMessage for T {}
+pub trait WireMessage: JsonSchema {}
+impl<T: JsonSchema> WireMessage for T {}
 
-/// A workflow's reply type.
+/// A workflow's reply type, beyond what `Workflow` requires of it: a schema.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a workflow's reply: it must implement `Serialize`, `Deserialize` and `JsonSchema`",
-    label = "saved and sent as JSON",
-    note = "derive them: `#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]`"
+    message = "`{Self}` cannot be a `#[workflow]`'s reply: it must also implement `JsonSchema`",
+    label = "listed in the workflow's schema",
+    note = "derive it: `#[derive(schemars::JsonSchema)]`"
 )]
-pub trait WireReply: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static {}
-impl<T: Serialize + DeserializeOwned + JsonSchema + Send + Sync + 'static> WireReply for T {}
+pub trait WireReply: JsonSchema {}
+impl<T: JsonSchema> WireReply for T {}
 
 /// A signal type.
 #[diagnostic::on_unimplemented(
