@@ -147,7 +147,7 @@ enum Base<'e> {
     StepFn(&'e ExprCall, &'e syn::Path),
 }
 
-const DURABLE_METHODS: &[&str] = &[
+pub(super) const DURABLE_METHODS: &[&str] = &[
     "step",
     "transact",
     "sleep",
@@ -155,7 +155,8 @@ const DURABLE_METHODS: &[&str] = &[
     "now",
     "random",
 ];
-const BUILDER_METHODS: &[&str] = &["key", "kind", "timeout", "heartbeat_timeout", "options"];
+pub(super) const BUILDER_METHODS: &[&str] =
+    &["key", "kind", "timeout", "heartbeat_timeout", "options"];
 const CONCURRENT_MACROS: &[&str] = &["join", "try_join", "select", "select_biased"];
 
 impl Analyzer<'_> {

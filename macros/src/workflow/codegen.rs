@@ -145,7 +145,7 @@ pub(crate) fn generate(
     let reply_ty = &wf.reply;
     let ctx_pat = &wf.ctx_pat;
     let ret = &wf.ret;
-    let block = &item.block;
+    let block = &super::repair::repair(&item.block, &wf.ctx);
     let asyncness = item.sig.asyncness.map_or_else(
         || quote_spanned!(item.sig.fn_token.span=> async),
         |a| quote!(#a),

@@ -4,6 +4,7 @@ mod args;
 mod ast;
 mod body;
 mod codegen;
+mod repair;
 
 use proc_macro2::TokenStream;
 use quote::quote;
