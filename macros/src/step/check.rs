@@ -1,0 +1,188 @@
+//! The rules a `#[step]` function's signature must keep, one function per rule. Each reports
+//! its own error at the user's token and answers whether the item can still be expanded.
+
+use syn::{FnArg, PatType, ReturnType, Signature, Type};
+
+use super::ast::{last_ident, result_args};
+use super::SHAPE;
+use crate::ctxt::Ctxt;
+
+/// `async`, and not `const`, `unsafe` or `extern`. The expansion goes on after these.
+pub(super) fn modifiers(cx: &Ctxt, sig: &Signature) {
+    if sig.asyncness.is_none() {
+        cx.error_spanned_by(
+            sig.fn_token,
+            format!("`#[step]` needs an `async fn`: add `async` before `fn`, as in {SHAPE}"),
+        );
+    }
+    if let Some(c) = &sig.constness {
+        cx.error_spanned_by(c, "a `#[step]` function cannot be `const`");
+    }
+    if let syn::Safety::Unsafe(u) = &sig.safety {
+        cx.error_spanned_by(u, "a `#[step]` function cannot be `unsafe`");
+    }
+    if let Some(abi) = &sig.abi {
+        cx.error_spanned_by(abi, "a `#[step]` function cannot have an ABI");
+    }
+}
+
+/// No generic parameters: the output is saved and replayed as one fixed type.
+pub(super) fn not_generic(cx: &Ctxt, sig: &Signature) -> bool {
+    if sig.generics.params.is_empty() && sig.generics.where_clause.is_none() {
+        return true;
+    }
+    cx.error_spanned_by(
+        &sig.generics,
+        "a `#[step]` function cannot be generic: its output is saved and replayed as one fixed type; name concrete types",
+    );
+    false
+}
+
+/// The function's name is the step's default key, so it keeps the key rules.
+pub(super) fn name_is_a_key(cx: &Ctxt, sig: &Signature) {
+    let key = sig.ident.to_string().trim_start_matches("r#").to_owned();
+    if let Err(why) = turnwise_rules::check_identifier(&key) {
+        cx.error_spanned_by(
+            &sig.ident,
+            format!("the step's name is its key, and {key:?} breaks the key rules: {why}"),
+        );
+    }
+}
+
+/// A free function: no `self`.
+pub(super) fn not_a_receiver<'a>(cx: &Ctxt, arg: &'a FnArg) -> Option<&'a PatType> {
+    match arg {
+        FnArg::Typed(t) => Some(t),
+        FnArg::Receiver(r) => {
+            cx.error_spanned_by(
+                r,
+                "a `#[step]` function cannot take `self`: it is a free function called as `name(ctx, args..)`; pass what it needs as arguments",
+            );
+            None
+        }
+    }
+}
+
+/// The step context, when taken, is the first parameter.
+pub(super) fn context_first(cx: &Ctxt, t: &PatType, position: usize) -> bool {
+    if position == 0 {
+        return true;
+    }
+    cx.error_spanned_by(
+        t,
+        format!("the step context must be the first parameter: {SHAPE}"),
+    );
+    false
+}
+
+/// Arguments are moved into the step: owned, concrete types; never the turn context.
+pub(super) fn argument_type(cx: &Ctxt, ty: &Type) -> bool {
+    match ty {
+        Type::Reference(r) => {
+            let turn = last_ident(&r.elem).is_some_and(|s| s.ident == "Turn");
+            let msg = if turn {
+                format!("a step does not take the turn context: the generated function does (call it as `name(ctx, args..)`); take the step context instead, {SHAPE}")
+            } else {
+                reference_message(r)
+            };
+            cx.error_spanned_by(r, msg);
+            false
+        }
+        Type::ImplTrait(_) => {
+            cx.error_spanned_by(
+                ty,
+                "a `#[step]` function cannot be generic: name the argument's type",
+            );
+            false
+        }
+        _ => true,
+    }
+}
+
+/// The return type is `Result<Output, Error>`: its output and error types.
+pub(super) fn returns_result(cx: &Ctxt, sig: &Signature) -> Option<(Type, Option<Type>)> {
+    match &sig.output {
+        ReturnType::Type(_, ty) => {
+            let found = result_args(ty);
+            if found.is_none() {
+                cx.error_spanned_by(
+                    ty,
+                    "the return type of a `#[step]` function is `Result<Output, TurnError>`",
+                );
+            }
+            found
+        }
+        ReturnType::Default => {
+            cx.error_at(
+                sig.paren_token.span.close(),
+                "missing return type: a `#[step]` function returns `Result<Output, TurnError>`",
+            );
+            None
+        }
+    }
+}
+
+/// The fix for a step argument taken by reference, naming the owned type to take instead.
+fn reference_message(r: &syn::TypeReference) -> String {
+    let written = type_text(&Type::Reference(r.clone()));
+    let owned = owned_type(&r.elem);
+    if r.mutability.is_some() {
+        format!(
+            "step arguments are moved into the step, so a step cannot change its caller's value through `{written}`: take `{owned}` instead and return the changed value in the step's output"
+        )
+    } else {
+        format!("step arguments are moved into the step: take an owned type, `{owned}` instead of `{written}`")
+    }
+}
+
+/// The owned counterpart of a borrowed type: `String` for `str`, `PathBuf` for `Path` (and
+/// `OsString`, `CString`), `Vec<T>` for `[T]`, `Box<dyn Tr>` for `dyn Tr`, `T` otherwise.
+fn owned_type(elem: &Type) -> String {
+    let known = |name: &str| match name {
+        "str" => Some("String"),
+        "Path" => Some("PathBuf"),
+        "OsStr" => Some("OsString"),
+        "CStr" => Some("CString"),
+        _ => None,
+    };
+    match elem {
+        Type::Slice(s) => format!("Vec<{}>", type_text(&s.elem)),
+        Type::TraitObject(_) => format!("Box<{}>", type_text(elem)),
+        Type::Path(p) if p.qself.is_none() => {
+            let mut owned = p.clone();
+            if let Some(last) = owned.path.segments.last_mut() {
+                if let (Some(owned), true) =
+                    (known(&last.ident.to_string()), last.arguments.is_none())
+                {
+                    last.ident = syn::Ident::new(owned, last.ident.span());
+                }
+            }
+            type_text(&Type::Path(owned))
+        }
+        Type::Paren(p) => owned_type(&p.elem),
+        other => type_text(other),
+    }
+}
+
+/// A type as written, for messages: `Vec<u64>` rather than the token stream's `Vec < u64 >`.
+fn type_text(ty: &Type) -> String {
+    let mut text = quote::ToTokens::to_token_stream(ty).to_string();
+    for (from, to) in [
+        (" < ", "<"),
+        ("< ", "<"),
+        (" <", "<"),
+        (" >", ">"),
+        (" ::", "::"),
+        (":: ", "::"),
+        (" ,", ","),
+        ("& ", "&"),
+        ("[ ", "["),
+        (" ]", "]"),
+        ("( ", "("),
+        (" )", ")"),
+        (" ;", ";"),
+    ] {
+        text = text.replace(from, to);
+    }
+    text
+}
