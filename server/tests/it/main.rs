@@ -9,6 +9,8 @@ mod accepted_values;
 mod backup;
 mod cli;
 mod config;
+mod console_auth;
+mod console_browser;
 mod health;
 mod http_await_turn;
 mod http_bad_input;
