@@ -335,10 +335,16 @@ pub fn child(path: &str, name: &str) -> String {
 /// Messages to show beside fields, by field path (`v/items/0/name`).
 pub type Errors = HashMap<String, Vec<String>>;
 
-/// The inputs of a form for `field` named `name` (normally [`ROOT`]), filled with `value`
-/// when given, with `errors` beside their fields.
-pub fn render(field: &Field, name: &str, value: Option<&Value>, errors: &Errors) -> Markup {
-    render_field(field, name, "value", true, value, errors, 0)
+/// The inputs of a form for `field` named `name` (normally [`ROOT`]) and shown as `label`,
+/// filled with `value` when given, with `errors` beside their fields.
+pub fn render(
+    field: &Field,
+    name: &str,
+    label: &str,
+    value: Option<&Value>,
+    errors: &Errors,
+) -> Markup {
+    render_field(field, name, label, true, value, errors, 0)
 }
 
 fn error_list(path: &str, errors: &Errors) -> Markup {

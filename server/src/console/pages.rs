@@ -300,7 +300,8 @@ pub(crate) fn instances(
 pub(crate) fn live(inst: &WorkflowInstance, now: i64) -> Markup {
     let head = inst.current_turn.as_deref();
     html! {
-        div id="live" data-status=(inst.status.as_str()) {
+        div id="live" data-status=(inst.status.as_str())
+            data-key=(format!("{}/{}", inst.status.as_str(), head.map_or(String::new(), |t| format!("{}/{}", t.number, t.status.as_str())))) {
             p { "Status " (status_badge(inst.status.as_str()))
                 " · " (inst.pending_messages) " pending · " (inst.completed_turns) " done" }
             @if let Some(t) = head {
@@ -475,7 +476,7 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
                             input type="hidden" name="turn" value=(t.number);
                             input type="hidden" name="name" value=(name);
                             (form_errors(sm))
-                            (forms::render(&field, forms::ROOT, sv, &se))
+                            (forms::render(&field, forms::ROOT, "Signal value", sv, &se))
                             label.idem { "Signal id " input name="signal_id" value=(generated_id("sig")); }
                             button type="submit" { "Send signal" }
                         }
@@ -488,7 +489,7 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
                     (csrf_field(frame))
                     input type="hidden" name="workflow_id" value=(id);
                     (form_errors(msg_message))
-                    (forms::render(&Field::from_schema(&msg_schema), forms::ROOT, msg_value, &msg_errors))
+                    (forms::render(&Field::from_schema(&msg_schema), forms::ROOT, "Message", msg_value, &msg_errors))
                     label.idem { "Message id " input name="message_id" value=(generated_id("msg")); }
                     label.idem { "Note " input name="note" placeholder="optional, kept in the origin"; }
                     button type="submit" { "Send message" }
@@ -636,8 +637,8 @@ pub(crate) fn new_instance(
                     label.idem { "Instance id " input name="id" value=(generated_id(t)) required; }
                     h2 { "Initial state" }
                     @match doc {
-                        Some(d) => (forms::render(&Field::from_schema(&d.state), forms::ROOT, value, &errors)),
-                        None => (forms::render(&Field::from_schema(&Value::Null), forms::ROOT, value, &errors)),
+                        Some(d) => (forms::render(&Field::from_schema(&d.state), forms::ROOT, "State", value, &errors)),
+                        None => (forms::render(&Field::from_schema(&Value::Null), forms::ROOT, "State", value, &errors)),
                     }
                     details {
                         summary { "Options" }

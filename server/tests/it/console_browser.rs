@@ -334,7 +334,7 @@ async fn a_person_operates_a_workflow_in_the_browser() {
         .unwrap();
 
     // The turn runs: the Running line appears and moves without a reload.
-    until(&c, "the Running line", true, || async {
+    until(&c, "the Running line", false, || async {
         text_of(&c, "#running")
             .await
             .is_some_and(|t| t.contains("packing"))
@@ -374,7 +374,7 @@ async fn a_person_operates_a_workflow_in_the_browser() {
     assert_eq!(turn["origin"]["kind"], "console");
 
     // The turn waits for `confirm`: answer its form.
-    until(&c, "the Respond form", true, || async {
+    until(&c, "the Respond form", false, || async {
         text_of(&c, "section.signal h2")
             .await
             .is_some_and(|t| t.starts_with("Respond"))
@@ -400,7 +400,7 @@ async fn a_person_operates_a_workflow_in_the_browser() {
         .click()
         .await
         .unwrap();
-    until(&c, "the finished turn", true, || async {
+    until(&c, "the finished turn", false, || async {
         c.find(Locator::Css("details.turn[data-turn='1']"))
             .await
             .is_ok()

@@ -11,6 +11,7 @@ mod cli;
 mod config;
 mod console_auth;
 mod console_browser;
+mod console_pages;
 mod health;
 mod http_await_turn;
 mod http_bad_input;

@@ -5,11 +5,20 @@
 
 (function () {
   // ---- live: poll the instance's status and Running line ----
+  // The live part is replaced in place every second. When the head turn changes (another
+  // turn, another status), the whole page is reloaded so that its forms fit the new turn
+  // (a Respond form appears for a turn that waits for a signal), unless a form has been
+  // edited.
+  let edited = false;
+  document.querySelectorAll("form.generated").forEach(function (form) {
+    form.addEventListener("input", function () { edited = true; });
+    form.addEventListener("change", function () { edited = true; });
+  });
   const section = document.getElementById("live-section");
   if (section && section.dataset.live) {
     const url = section.dataset.live;
     const first = document.getElementById("live");
-    const initial = first ? first.dataset.status : "";
+    const initial = first ? first.dataset.key : "";
     let busy = false;
     setInterval(async function () {
       if (busy || document.hidden) return;
@@ -19,12 +28,11 @@
         if (res.ok) {
           section.innerHTML = await res.text();
           const now = document.getElementById("live");
-          if (now) section.dataset.current = now.dataset.status;
+          if (now && now.dataset.key !== initial && !edited) window.location.reload();
         }
       } catch (e) { /* the next poll tries again */ }
       busy = false;
     }, 1000);
-    void initial;
   }
 
   // ---- confirmations ----

@@ -141,7 +141,7 @@ fn every_example_and_snapshot_schema_gives_a_form_that_makes_valid_values() {
         if !matches!(field.kind, Kind::Json) {
             structured += 1;
         }
-        let html = render(&field, ROOT, None, &Errors::new()).into_string();
+        let html = render(&field, ROOT, "Message", None, &Errors::new()).into_string();
         assert!(
             html.contains("name=\"v"),
             "{what}: the form has named inputs: {html}"
@@ -316,7 +316,7 @@ fn the_html_has_selects_bounds_templates_and_errors() {
     errors.insert("v/weight".into(), vec!["must be more than 0".into()]);
     let value = json!({"priority": "high", "lines": [{"sku": "A", "qty": 2}],
                        "shipping": {"courier": {"name": "Kite"}}});
-    let html = render(&field, ROOT, Some(&value), &errors).into_string();
+    let html = render(&field, ROOT, "Order", Some(&value), &errors).into_string();
     for needle in [
         r#"<select id="v/priority" name="v/priority" data-kind="choice" data-required="1">"#,
         r#"<option value="1" selected>high</option>"#,

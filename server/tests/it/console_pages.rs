@@ -1,0 +1,143 @@
+//! What the console's pages say, over HTTP: the **No worker** warning after two minutes of a
+//! ready message with no turn running, and the server's schema refusal of a form shown beside
+//! its field with nothing admitted.
+
+use crate::common;
+
+use std::time::Duration;
+
+use reqwest::header::COOKIE;
+use reqwest::{Client, StatusCode};
+use serde_json::json;
+use turnwise::clock::ManualClock;
+use turnwise::store::MemoryStore;
+use turnwise::{Engine, EngineConfig};
+
+fn client() -> Client {
+    Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_message_ready_for_two_minutes_with_no_turn_running_warns_of_no_worker() {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let engine = Engine::new(MemoryStore::new(), clock.clone(), EngineConfig::default());
+    let server = common::start(engine, None).await;
+    let api = server.api.scoped("");
+    api.post(
+        "/v1/workflows/instances",
+        json!({"id": "c-1", "workflow_type": "counter", "version": "v1", "state": {}}),
+    )
+    .await
+    .ok();
+    api.send("c-1", "m1", json!({"add": 1})).await;
+    let page = || async {
+        let res = client()
+            .get(format!("{}/console", api.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        res.text().await.unwrap()
+    };
+
+    clock.advance(Duration::from_secs(119));
+    let early = page().await;
+    assert!(
+        early.contains("counter") && early.contains("1 min 59 s"),
+        "{early}"
+    );
+    assert!(
+        !early.contains("No worker"),
+        "not before two minutes: {early}"
+    );
+
+    clock.advance(Duration::from_secs(2));
+    let late = page().await;
+    assert!(late.contains("No worker"), "{late}");
+    assert!(late.contains("2 min 1 s"), "the lag: {late}");
+    assert!(
+        late.contains("Worker::new(Http::connect("),
+        "the warning says how to start a worker: {late}"
+    );
+}
+
+#[tokio::test]
+async fn the_servers_schema_refusal_is_shown_beside_the_field_and_nothing_is_admitted() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let api = server.api.scoped("");
+    api.post(
+        "/v1/workflows/schemas",
+        json!({"workflow_type": "counter", "version": "v1",
+               "message": {"type": "object", "properties": {
+                   "add": {"type": "integer", "minimum": 0}}, "required": ["add"]}}),
+    )
+    .await
+    .ok();
+    api.post(
+        "/v1/workflows/instances",
+        json!({"id": "c-1", "workflow_type": "counter", "version": "v1", "state": {}}),
+    )
+    .await
+    .ok();
+    let http = client();
+    let res = http
+        .get(format!("{}/console/instance?id=c-1", api.base))
+        .send()
+        .await
+        .unwrap();
+    let cookie = res
+        .headers()
+        .get("set-cookie")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let csrf = cookie.split_once('=').unwrap().1.to_owned();
+    let page = res.text().await.unwrap();
+    assert!(
+        page.contains(r#"name="v/add" type="text" inputmode="decimal" data-kind="integer" data-required="1" data-min="0""#),
+        "the message form is generated from the registered schema: {page}"
+    );
+
+    // Sent as a browser without our script would: the server's check refuses it.
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("csrf", csrf.as_str()),
+            ("workflow_id", "c-1"),
+            ("message_id", "m-bad"),
+            ("v/add", "-5"),
+        ])
+        .finish();
+    let res = http
+        .post(format!("{}/console/message", api.base))
+        .header(COOKIE, &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    let page = res.text().await.unwrap();
+    assert!(
+        page.contains(
+            r#"<span class="err" data-err-for="v/add">-5 is less than the minimum of 0</span>"#
+        ),
+        "the refusal beside its field: {page}"
+    );
+    assert!(
+        page.contains("schema_validation_failed") || page.contains("does not match"),
+        "{page}"
+    );
+    assert!(
+        page.contains(r#"value="-5""#),
+        "the form keeps what was entered: {page}"
+    );
+    let inbox = api.get("/v1/workflows/instances/inbox?id=c-1").await.ok();
+    assert_eq!(inbox["messages"], json!([]), "nothing admitted: {inbox}");
+}
