@@ -336,6 +336,7 @@ fn the_html_has_selects_bounds_templates_and_errors() {
     let any = render(
         &Field::from_schema(&Value::Null),
         ROOT,
+        "Message",
         None,
         &Errors::new(),
     )
