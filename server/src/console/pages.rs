@@ -579,7 +579,10 @@ fn turn_view(t: &WorkflowTurn) -> Markup {
                         code { (s.key) } " " span.kind { (s.kind.as_str()) }
                         " · " (duration(s.at_ms - prev))
                         @if let Some(n) = &s.signal_name { " · signal " code { (n) } }
-                        @if let Some(d) = s.delay_ms { " · slept " (duration(d as i64)) }
+                        @if let Some(d) = s.delay_ms {
+                            @if s.kind == CheckpointKind::Sleep { " · slept " } @else { " · timeout " }
+                            (duration(d as i64))
+                        }
                         (json_block(&s.output))
                     }
                     @let _ = { prev = s.at_ms; };

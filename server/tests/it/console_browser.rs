@@ -239,7 +239,6 @@ async fn a_person_operates_a_workflow_in_the_browser() {
     for t in ["order", "counter", "review-draft"] {
         assert!(table.contains(t), "{t} in {table}");
     }
-    shot(&c, "workflows").await;
 
     // New instance from a registered type.
     c.goto(&format!("{base}/console/new?type=order&version=v1"))
@@ -429,6 +428,20 @@ async fn a_person_operates_a_workflow_in_the_browser() {
         runs.contains("order-1"),
         "the Runs section lists the turn's run: {runs}"
     );
+    c.execute(
+        "const d = document.querySelector(\"details.turn[data-turn='1']\"); d.open = true; d.scrollIntoView();",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let opened = c
+        .find(Locator::Css("details.turn[data-turn='1']"))
+        .await
+        .unwrap()
+        .screenshot()
+        .await
+        .unwrap();
+    std::fs::write(shots().join("turn.png"), opened).unwrap();
     shot(&c, "instance").await;
 
     // Pause and resume, each confirmed.
@@ -477,6 +490,10 @@ async fn a_person_operates_a_workflow_in_the_browser() {
         .await
         .is_ok());
     shot(&c, "schemas").await;
+    c.goto(&format!("{base}/console")).await.unwrap();
+    let row = text_of(&c, "#workflows tr[data-type=order]").await.unwrap();
+    assert!(row.contains("idle 1"), "the counts by status: {row}");
+    shot(&c, "workflows").await;
 
     c.close().await.unwrap();
     worker.stop().await.unwrap();
