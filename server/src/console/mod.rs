@@ -389,7 +389,7 @@ async fn instance_runs(
             })
         })
         .collect();
-    rows.sort_by(|a, b| b.run.started_at_ms.cmp(&a.run.started_at_ms));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.run.started_at_ms));
     rows.dedup_by(|a, b| a.run.id == b.run.id);
     Ok(rows)
 }

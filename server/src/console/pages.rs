@@ -430,6 +430,10 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
     let msg_schema = v.schema.as_ref().map_or(Value::Null, |d| d.message.clone());
     let (msg_value, msg_errors, msg_message) = pending.for_target("message");
     let waited = head.and_then(waiting_signal).map(|(n, _)| n);
+    let mut entries: Vec<&InboxMessage> = v.queue.messages.iter().collect();
+    if v.newest_first {
+        entries.reverse();
+    }
     layout(
         Some(frame),
         &format!("Instance {id}"),
@@ -503,8 +507,6 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
                 h2 { "Queue" }
                 p { @if v.newest_first { a href=(instance_link(id)) { "oldest first" } " · newest first" }
                     @else { "oldest first · " a href=(url("/console/instance", &[("id", id), ("queue", "newest")])) { "newest first" } } }
-                @let mut entries: Vec<&InboxMessage> = v.queue.messages.iter().collect();
-                @if v.newest_first { @let _ = entries.reverse(); }
                 @if entries.is_empty() { p.muted { "Empty." } }
                 table.list {
                     thead { tr { th { "Turn" } th { "Message id" } th { "Status" } th { "Origin" } th { "Age" } th { "Size" } th { "Payload" } } }
@@ -562,6 +564,16 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
 fn turn_view(t: &WorkflowTurn) -> Markup {
     let started = t.run.as_ref().map_or(t.created_at_ms, |r| r.started_at_ms);
     let took = t.finished_at_ms.map(|f| f - t.created_at_ms);
+    let mut prev = started;
+    let gaps: Vec<i64> = t
+        .steps
+        .iter()
+        .map(|s| {
+            let gap = s.at_ms - prev;
+            prev = s.at_ms;
+            gap
+        })
+        .collect();
     html! {
         details.turn data-turn=(t.number) {
             summary {
@@ -573,11 +585,10 @@ fn turn_view(t: &WorkflowTurn) -> Markup {
             }
             h3 { "Steps" }
             ol.timeline {
-                @let mut prev = started;
-                @for s in &t.steps {
+                @for (s, gap) in t.steps.iter().zip(&gaps) {
                     li {
                         code { (s.key) } " " span.kind { (s.kind.as_str()) }
-                        " · " (duration(s.at_ms - prev))
+                        " · " (duration(*gap))
                         @if let Some(n) = &s.signal_name { " · signal " code { (n) } }
                         @if let Some(d) = s.delay_ms {
                             @if s.kind == CheckpointKind::Sleep { " · slept " } @else { " · timeout " }
@@ -585,7 +596,6 @@ fn turn_view(t: &WorkflowTurn) -> Markup {
                         }
                         (json_block(&s.output))
                     }
-                    @let _ = { prev = s.at_ms; };
                 }
             }
             h3 { "Message" } (json_block(&t.message))
