@@ -141,3 +141,95 @@ async fn the_servers_schema_refusal_is_shown_beside_the_field_and_nothing_is_adm
     let inbox = api.get("/v1/workflows/instances/inbox?id=c-1").await.ok();
     assert_eq!(inbox["messages"], json!([]), "nothing admitted: {inbox}");
 }
+
+#[tokio::test]
+async fn instances_are_filtered_and_paged_and_payloads_and_schemas_open_on_demand() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let api = server.api.scoped("");
+    for i in 0..55 {
+        api.post(
+            "/v1/workflows/instances",
+            json!({"id": format!("a-{i:03}"), "workflow_type": "alpha", "version": "v1"}),
+        )
+        .await
+        .ok();
+    }
+    for id in ["b-1", "b-2"] {
+        api.post(
+            "/v1/workflows/instances",
+            json!({"id": id, "workflow_type": "beta", "version": "v2"}),
+        )
+        .await
+        .ok();
+    }
+    api.send("b-2", "m1", json!({"secret": "payload-text"}))
+        .await;
+    api.post(
+        "/v1/workflows/schemas",
+        json!({"workflow_type": "beta", "version": "v2", "message": {"type": "object"}}),
+    )
+    .await
+    .ok();
+    let base = api.base.clone();
+    let get = |path: String| {
+        let url = format!("{base}{path}");
+        async move {
+            let res = client().get(url).send().await.unwrap();
+            let status = res.status();
+            let disposition = res
+                .headers()
+                .get("content-disposition")
+                .map(|v| v.to_str().unwrap().to_owned());
+            (status, disposition, res.text().await.unwrap())
+        }
+    };
+    // The rows of the list, less its header row.
+    let rows = |page: &str| page.matches("<tr>").count() - 1;
+
+    let (_, _, page) = get("/console/instances?type=beta".into()).await;
+    assert_eq!(rows(&page), 2, "{page}");
+    let (_, _, page) = get("/console/instances?status=queued".into()).await;
+    assert_eq!(rows(&page), 1, "{page}");
+    assert!(page.contains(">b-2<"), "{page}");
+    let (_, _, page) = get("/console/instances?prefix=a-05".into()).await;
+    assert_eq!(rows(&page), 5, "{page}");
+    let (_, _, page) = get("/console/instances?type=alpha&version=v1".into()).await;
+    assert_eq!(rows(&page), 50, "a page holds 50: {page}");
+    assert!(page.contains("a-049") && !page.contains("a-050"), "{page}");
+    let next = page
+        .split("rel=\"next\" href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a next-page link")
+        .replace("&amp;", "&");
+    let (_, _, second) = get(next).await;
+    assert_eq!(rows(&second), 5, "the rest of alpha: {second}");
+    assert!(
+        second.contains("a-050") && !second.contains("b-1"),
+        "{second}"
+    );
+    assert!(!second.contains("rel=\"next\""), "the last page: {second}");
+
+    // The instance page lists the message without its payload; the payload opens on demand.
+    let (_, _, page) = get("/console/instance?id=b-2".into()).await;
+    assert!(
+        page.contains("m1") && !page.contains("payload-text"),
+        "{page}"
+    );
+    let (status, _, payload) = get("/console/instance/payload?id=b-2&turn=1".into()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(payload.contains("payload-text"), "{payload}");
+
+    // A registered document downloads as JSON.
+    let (status, disposition, doc) =
+        get("/console/schemas/download?type=beta&version=v2".into()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        disposition.as_deref(),
+        Some("attachment; filename=\"beta-v2.schema.json\"")
+    );
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(doc["message"], json!({"type": "object"}));
+    let (status, _, _) = get("/console/instance?id=nope".into()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
