@@ -545,8 +545,9 @@ async fn request_context(
                 "request refused"
             );
         }
-    } else if probe {
-        // Probed every few seconds by a load balancer: kept out of the `info` log.
+    } else if probe || path == console::LIVE {
+        // Probed every few seconds by a load balancer, or polled every second by an open
+        // console page: kept out of the `info` log.
         tracing::debug!(
             target: "turnwise_server::http",
             %method, %path, status = status.as_u16(),

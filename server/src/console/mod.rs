@@ -36,6 +36,8 @@ pub(crate) const PREFIX: &str = "/console";
 pub(crate) const LOGIN: &str = "/console/login";
 pub(crate) const CSS: &str = "/console/assets/console.css";
 pub(crate) const JS: &str = "/console/assets/console.js";
+/// The live part of an instance page, polled every second by its script.
+pub(crate) const LIVE: &str = "/console/instance/live";
 
 /// The console's routes, behind its guard (token and CSRF cookie, [`auth::guard`]).
 pub(crate) fn routes(state: AppState) -> Router<AppState> {
@@ -44,7 +46,7 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/console/", get(workflows_page))
         .route("/console/instances", get(instances_page))
         .route("/console/instance", get(instance_page))
-        .route("/console/instance/live", get(instance_live))
+        .route(LIVE, get(instance_live))
         .route("/console/instance/payload", get(payload))
         .route("/console/new", get(new_page))
         .route("/console/schemas", get(schemas_page))

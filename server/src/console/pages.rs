@@ -440,7 +440,7 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
         html! {
             p.meta { code { (inst.workflow_type) } " " code { (inst.version) } " · created " (when(inst.created_at_ms, now))
                 " · " a href=(url("/console/schemas", &[])) { "schemas" } }
-            section id="live-section" data-live=(url("/console/instance/live", &[("id", id)])) {
+            section id="live-section" data-live=(url(super::LIVE, &[("id", id)])) {
                 (live(inst, now))
             }
             section.actions {

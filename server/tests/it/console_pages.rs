@@ -233,3 +233,70 @@ async fn instances_are_filtered_and_paged_and_payloads_and_schemas_open_on_deman
     let (status, _, _) = get("/console/instance?id=nope".into()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// The `data-turn` numbers of the finished turns a page lists, in order.
+fn listed_turns(page: &str) -> Vec<u64> {
+    page.split("<details class=\"turn\" data-turn=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn finished_turns_are_listed_newest_first_a_page_at_a_time() {
+    use turnwise::prelude::*;
+    let engine = turnwise::Engine::in_memory();
+    let server = common::start(engine.clone(), None).await;
+    let worker = Worker::new(engine.clone())
+        .register(example_counter::counter)
+        .run_async();
+    let handle = example_counter::counter
+        .start(&engine, "c-1")
+        .await
+        .unwrap();
+    for i in 0..12 {
+        handle
+            .send(example_counter::Add::request(1), format!("m{i}"))
+            .await
+            .unwrap();
+    }
+    let mut through = 0;
+    for _ in 0..400 {
+        let inst = engine.get_instance("c-1").await.unwrap();
+        if inst.pending_messages == 0 && inst.history_through >= 12 {
+            through = inst.history_through;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    worker.stop().await.unwrap();
+    assert!(through >= 12, "the turns did not finish");
+
+    let get = |path: String| {
+        let url = format!("{}{path}", server.api.base);
+        async move {
+            client()
+                .get(url)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let first = get("/console/instance?id=c-1".into()).await;
+    let want: Vec<u64> = (through - 9..=through).rev().collect();
+    assert_eq!(listed_turns(&first), want, "the newest ten, newest first");
+    let older = format!("before={}", through - 10);
+    assert!(first.contains(&older), "a link to the older turns: {first}");
+    assert!(!first.contains("newer"), "nothing newer: {first}");
+
+    let second = get(format!("/console/instance?id=c-1&{older}")).await;
+    let want: Vec<u64> = (1..=through - 10).rev().collect::<Vec<_>>();
+    let shown = listed_turns(&second);
+    assert_eq!(shown, want[..want.len().min(10)], "the next ten");
+    assert!(second.contains("newer"), "a link back: {second}");
+    // Each turn opens as its steps, message, result and state.
+    assert!(second.contains("<ol class=\"timeline\">") && second.contains("State left"));
+}
