@@ -164,6 +164,16 @@ fn asset(kind: &'static str, body: &'static str) -> Response {
 
 // ---- the workflows page -----------------------------------------------------------------------
 
+/// The server's URL as the browser reached it (its `Host`), for the commands a page shows.
+fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("127.0.0.1:7400");
+    format!("http://{host}")
+}
+
 /// Counts of one workflow type and version.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TypeRow {
@@ -216,6 +226,7 @@ async fn workflows_page(
     State(state): State<AppState>,
     Extension(csrf): Extension<Csrf>,
     Extension(login): Extension<Login>,
+    headers: HeaderMap,
 ) -> Page {
     let engine = engine(&state);
     let now = now_ms(&state);
@@ -257,6 +268,7 @@ async fn workflows_page(
     let rows: Vec<TypeRow> = rows.into_values().collect();
     Ok(html(pages::workflows(
         &frame(&csrf, &login),
+        &base_url(&headers),
         &rows,
         now,
         complete,

@@ -192,7 +192,13 @@ fn instance_link(id: &str) -> String {
 
 // ---- workflows ------------------------------------------------------------------------------
 
-pub(crate) fn workflows(frame: &Frame, rows: &[TypeRow], now: i64, complete: bool) -> Markup {
+pub(crate) fn workflows(
+    frame: &Frame,
+    base: &str,
+    rows: &[TypeRow],
+    now: i64,
+    complete: bool,
+) -> Markup {
     let stale = NO_WORKER_AFTER.as_millis() as i64;
     layout(
         Some(frame),
@@ -225,8 +231,9 @@ pub(crate) fn workflows(frame: &Frame, rows: &[TypeRow], now: i64, complete: boo
                                     div.warning.no-worker role="alert" {
                                         strong { "No worker" }
                                         " — a message has been ready for " (duration(now - r.ready_since_ms.unwrap_or(now)))
-                                        " and no turn runs. Start a worker for " code { (r.workflow_type) " " (r.version) } ", e.g.:"
-                                        pre { "cargo run --bin <your-worker> -- --server http://127.0.0.1:7400\n# in the worker: Worker::new(Http::connect(url, token)?).register(" (r.workflow_type.replace('-', "_")) ").run().await" }
+                                        " and no turn runs. Start a worker program that registers " code { (r.workflow_type) " " (r.version) } " with this server; in Rust:"
+                                        pre { "Worker::new(Http::connect(\"" (base) "\", std::env::var(\"TURNWISE_TOKEN\").ok())?)\n    .register(" (r.workflow_type.replace('-', "_")) ")\n    .run()\n    .await" }
+                                        "A Python LBB worker connects as " code { "docs/http.md" } " §9 shows."
                                     }
                                 }
                                 a.button href=(url("/console/new", &[("type", &r.workflow_type), ("version", &r.version)])) { "New instance" }

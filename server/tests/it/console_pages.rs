@@ -59,8 +59,11 @@ async fn a_message_ready_for_two_minutes_with_no_turn_running_warns_of_no_worker
     assert!(late.contains("No worker"), "{late}");
     assert!(late.contains("2 min 1 s"), "the lag: {late}");
     assert!(
-        late.contains("Worker::new(Http::connect("),
-        "the warning says how to start a worker: {late}"
+        late.contains(&format!(
+            "Worker::new(Http::connect(&quot;{}&quot;",
+            api.base
+        )),
+        "the warning says how to start a worker against this server: {late}"
     );
 }
 
