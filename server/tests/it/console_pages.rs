@@ -303,3 +303,94 @@ async fn finished_turns_are_listed_newest_first_a_page_at_a_time() {
     // Each turn opens as its steps, message, result and state.
     assert!(second.contains("<ol class=\"timeline\">") && second.contains("State left"));
 }
+
+#[tokio::test]
+async fn the_operator_actions_go_through_the_engine() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let api = server.api.scoped("");
+    api.post(
+        "/v1/workflows/instances",
+        json!({"id": "c-1", "workflow_type": "counter", "version": "v1"}),
+    )
+    .await
+    .ok();
+    api.send("c-1", "m1", json!({"add": 1})).await;
+    let http = client();
+    let res = http
+        .get(format!("{}/console/instance?id=c-1", api.base))
+        .send()
+        .await
+        .unwrap();
+    let cookie = res.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let csrf = cookie.split_once('=').unwrap().1.to_owned();
+    let page = res.text().await.unwrap();
+    for action in ["pause", "cancel_turn", "delete"] {
+        assert!(
+            page.contains(&format!("data-action=\"{action}\"")),
+            "{action} is offered: {page}"
+        );
+    }
+    let post = |path: &'static str, pairs: Vec<(&'static str, &'static str)>| {
+        let url = format!("{}{path}", api.base);
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .append_pair("csrf", &csrf)
+            .finish();
+        let req = http
+            .post(url)
+            .header(COOKIE, &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        async move {
+            let res = req.send().await.unwrap();
+            let status = res.status();
+            (status, res.text().await.unwrap())
+        }
+    };
+
+    let (status, _) = post(
+        "/console/control",
+        vec![
+            ("workflow_id", "c-1"),
+            ("action", "cancel_turn"),
+            ("turn", "1"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let turn = api
+        .get("/v1/workflows/instances/turn?id=c-1&turn=1")
+        .await
+        .ok();
+    assert_eq!(turn["status"], "cancelled", "{turn}");
+
+    // The engine's refusals are shown as pages with their status.
+    let (status, page) = post(
+        "/console/control",
+        vec![("workflow_id", "c-1"), ("action", "explode")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        page.contains("pause, resume, retry, skip, cancel_turn, wake"),
+        "{page}"
+    );
+    let (status, page) = post(
+        "/console/control",
+        vec![("workflow_id", "c-1"), ("action", "retry"), ("turn", "1")],
+    )
+    .await;
+    assert!(status.is_client_error(), "{status}: {page}");
+
+    let (status, _) = post("/console/delete", vec![("workflow_id", "c-1")]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    api.get("/v1/workflows/instances/get?id=c-1")
+        .await
+        .err(404, "not_found");
+}
