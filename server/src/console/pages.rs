@@ -370,15 +370,15 @@ fn waits(t: &WorkflowTurn, now: i64) -> Markup {
     html! {
         @if let Some((name, deadline)) = &signal {
             p.wait { "Waiting for signal " code { (name) }
-                @if let Some(d) = deadline { " until " (when(*d, now)) } }
+                @if let Some(d) = deadline { " · deadline " (when(*d, now)) } }
         }
         @if sleeping {
             @if let Some(w) = t.steps.last().and_then(|s| s.wake_at_ms) {
-                p.wait { "Sleeping until " (when(w, now)) }
+                p.wait { "Sleeping · wakes " (when(w, now)) }
             }
         }
         @if let Some(w) = &t.wait {
-            p.wait { "Waiting " @if let Some(r) = w.reason { "(" (r.as_str()) ") " } "until " (when(w.until_ms, now)) }
+            p.wait { "Waiting " @if let Some(r) = w.reason { "(" (r.as_str()) ") " } "· ready " (when(w.until_ms, now)) }
         }
         @if t.status == TurnStatus::Queued && t.ready_at_ms > now {
             p.wait { "Retrying " (when(t.ready_at_ms, now)) " (attempt " (t.attempt + 1) ")" }
