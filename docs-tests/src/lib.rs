@@ -30,6 +30,7 @@ macro_rules! documents {
 documents! {
     readme => "../../README.md",
     architecture => "../../docs/architecture.md",
+    console => "../../docs/console.md",
     guide => "../../docs/guide.md",
     http => "../../docs/http.md",
     http_client => "../../docs/http-client.md",

@@ -25,6 +25,7 @@
 //! ```
 
 mod conn;
+mod console;
 mod extract;
 mod routes;
 
@@ -227,7 +228,8 @@ pub(crate) struct AppState {
 /// one is set).
 pub fn router(engine: Engine, options: ServerOptions) -> Router {
     let state = AppState::new(engine, options);
-    layered(routes::routes(), state)
+    let console = console::routes(state.clone());
+    layered(routes::routes().merge(console), state)
 }
 
 /// Only `GET /metrics`, for a listener of its own (`turnwise serve --metrics-bind`): served
@@ -356,6 +358,12 @@ fn is_probe(path: &str) -> bool {
     path == routes::HEALTHZ || path == routes::READYZ
 }
 
+/// Whether `path` is the console's (`/console` and below): pages and forms, with their own
+/// authentication (`console::auth`) and HTML refusals.
+fn is_console(path: &str) -> bool {
+    path == console::PREFIX || path.starts_with("/console/")
+}
+
 /// Compare without leaking where the first difference is (only whether the lengths differ).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     use subtle::ConstantTimeEq;
@@ -474,7 +482,9 @@ async fn request_context(
     #[cfg(feature = "otel")]
     otel_parent(&span, &incoming.unwrap_or(trace));
     let probe = is_probe(path);
-    let refused = if probe {
+    // The console checks the token itself (a cookie or the header) and answers its pages.
+    let console = is_console(path);
+    let refused = if probe || console {
         too_large(&options, &req)
     } else {
         authenticate(&options, &req).or_else(|| too_large(&options, &req))
@@ -487,7 +497,7 @@ async fn request_context(
     span.record("status", status.as_u16());
     let _entered = span.enter();
     metrics::http_request(&method, route, status.as_u16(), started.elapsed());
-    if status.is_client_error() || status.is_server_error() {
+    if (status.is_client_error() || status.is_server_error()) && !console {
         let error = match res.extensions_mut().remove::<ApiError>() {
             Some(e) => e,
             // A refusal from the framework itself (e.g. a method not allowed on a route).
@@ -535,8 +545,9 @@ async fn request_context(
                 "request refused"
             );
         }
-    } else if probe {
-        // Probed every few seconds by a load balancer: kept out of the `info` log.
+    } else if probe || path == console::LIVE {
+        // Probed every few seconds by a load balancer, or polled every second by an open
+        // console page: kept out of the `info` log.
         tracing::debug!(
             target: "turnwise_server::http",
             %method, %path, status = status.as_u16(),
