@@ -366,7 +366,9 @@ fn schema(
             }
             CallKind::Now => quote!(#p::Millis),
             CallKind::Random => quote!(::core::primitive::u64),
-            CallKind::Step(None) | CallKind::Sleep | CallKind::Wait => return None,
+            CallKind::Step(None) | CallKind::Sleep | CallKind::Wait | CallKind::Child => {
+                return None
+            }
         };
         if !seen.insert(key.clone()) {
             return None;

@@ -21,6 +21,7 @@ mod store_files;
 mod store_journal;
 mod store_unreadable;
 mod test_call;
+mod test_children;
 mod test_codec_eq;
 mod test_codec_props;
 mod test_errors;
