@@ -693,7 +693,9 @@ impl Workflow for Asker {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_workflow_over_http() {
     let f = HttpFixture::memory(EngineConfig::default()).await;
-    let w = worker(f.http(), f.clock()).register(Asker).register(Doubler);
+    let w = worker(f.http(), f.clock())
+        .register(Asker)
+        .register(Doubler);
     let h = Asker.start(&f.http(), "asker-1").await.unwrap();
     h.send(21, "m1").await.unwrap();
     h.send(0, "m2").await.unwrap();

@@ -9,6 +9,7 @@
 
 mod common;
 
+mod child_crash;
 mod claim_wakeups;
 mod crash;
 mod http_retry;
