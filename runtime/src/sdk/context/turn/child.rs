@@ -22,7 +22,7 @@ pub const DEFAULT_CHILD_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
 /// With `?` in a workflow handler, [`Failed`](Self::Failed), [`Cancelled`](Self::Cancelled),
 /// [`TimedOut`](Self::TimedOut) and [`Decode`](Self::Decode) fail the parent's turn for good
 /// (the outcome is saved in the turn, so a retry would meet it again), and
-/// [`Turn`](Self::Turn) fails it as the error inside says.
+/// [`Call`](Self::Call) fails it as the error inside says.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChildError {
@@ -70,12 +70,12 @@ pub enum ChildError {
     /// Starting the child or waiting for it failed as any durable call can (a refusal, a
     /// store or transport failure).
     #[error("{0}")]
-    Turn(TurnError),
+    Call(TurnError),
 }
 
 impl From<TurnError> for ChildError {
     fn from(e: TurnError) -> Self {
-        ChildError::Turn(e)
+        ChildError::Call(e)
     }
 }
 
@@ -88,7 +88,7 @@ pub(crate) fn child_error(e: TurnError) -> TurnError {
     };
     match inner.downcast::<ChildError>() {
         Ok(child) => match *child {
-            ChildError::Turn(e) => e,
+            ChildError::Call(e) => e,
             other => TurnError::permanent(other.to_string()),
         },
         Err(inner) => TurnError::Retry(inner),
@@ -137,7 +137,10 @@ impl<W: Workflow> Turn<W> {
     /// outcome to this turn when the child's turn ends, and the turn runs again from the top.
     ///
     /// A child turn that fails for good or is cancelled answers [`ChildError::Failed`] or
-    /// [`ChildError::Cancelled`]; with `?` either fails this turn for good.
+    /// [`ChildError::Cancelled`]; with `?` either fails this turn for good. The child instance
+    /// is created as [`WorkflowExt::start`](crate::WorkflowExt::start) creates one, so its
+    /// state type needs a `Default`; an id already taken by another workflow fails the turn
+    /// for good, naming it.
     ///
     /// ```
     /// # use turnwise::prelude::*;
@@ -221,7 +224,7 @@ impl<W: Workflow> Turn<W> {
                 // are idempotent, so an attempt that died after them repeats them harmlessly.
                 let state = match state {
                     Ok(state) => state,
-                    Err(e) => return Err(ChildError::Turn(self.fail(position, e))),
+                    Err(e) => return Err(ChildError::Call(self.fail(position, e))),
                 };
                 let encoded = codec::encode_checked(
                     &C::Codec::default(),
@@ -231,7 +234,7 @@ impl<W: Workflow> Turn<W> {
                 );
                 let message = match encoded {
                     Ok((message, _)) => message,
-                    Err(e) => return Err(ChildError::Turn(self.fail(position, e))),
+                    Err(e) => return Err(ChildError::Call(self.fail(position, e))),
                 };
                 self.start_child::<C>(&key, &id, state, options, message, &signal, &what)
                     .await?;
