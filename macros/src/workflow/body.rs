@@ -4,7 +4,8 @@
 //! The analysis is syntactic. A *durable call* is `ctx.step(key, ..)`, `ctx.transact(key, ..)`,
 //! `ctx.sleep(key, ..)`,
 //! `ctx.wait_for_signal::<S>(key, ..)`, `ctx.now(key)`, `ctx.random(key)`,
-//! `ctx.call_child(key, ..)` or a call whose first
+//! `ctx.call_child(key, ..)`, `ctx.start_child(key, ..)`, `ctx.await_child(key, ..)` or a call
+//! whose first
 //! argument is the context, `name(ctx, ..)` (a `#[step]` function, key `name` unless a
 //! `.key(..)` follows). Each sub-tree yields a [`Flow`]: the literal keys it may run and its
 //! longest run of durable calls. Statements compose in sequence (a key seen twice is an
@@ -40,7 +41,8 @@ pub(crate) enum CallKind {
     StepFn(syn::Path),
     Sleep,
     Wait,
-    /// `ctx.call_child(key, ..)`: a signal wait for a child turn's outcome.
+    /// `ctx.call_child(key, ..)` or `ctx.await_child(key, ..)`: a signal wait for a child
+    /// turn's outcome; `ctx.start_child(key, ..)`: the step that sends to the child.
     Child,
     Now,
     Random,
@@ -158,6 +160,8 @@ const DURABLE_METHODS: &[&str] = &[
     "now",
     "random",
     "call_child",
+    "start_child",
+    "await_child",
 ];
 const BUILDER_METHODS: &[&str] = &["key", "kind", "timeout", "heartbeat_timeout", "options"];
 const CONCURRENT_MACROS: &[&str] = &["join", "try_join", "select", "select_biased"];
@@ -472,7 +476,7 @@ impl Analyzer<'_> {
                         CallKind::Wait
                     }
                     "now" => CallKind::Now,
-                    "call_child" => CallKind::Child,
+                    "call_child" | "start_child" | "await_child" => CallKind::Child,
                     _ => CallKind::Random,
                 };
                 let key = m
@@ -488,7 +492,9 @@ impl Analyzer<'_> {
                     "wait_for_signal" => {
                         format!("{ctx}.wait_for_signal(format!(\"KEY-{{i}}\"), ..)")
                     }
-                    "call_child" => format!("{ctx}.call_child(format!(\"KEY-{{i}}\"), ..)"),
+                    "call_child" | "start_child" | "await_child" => {
+                        format!("{ctx}.{method}(format!(\"KEY-{{i}}\"), ..)")
+                    }
                     other => format!("{ctx}.{other}(format!(\"KEY-{{i}}\"))"),
                 };
                 (kind, key, example)

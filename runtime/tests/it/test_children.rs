@@ -139,6 +139,24 @@ async fn pair_buyer(
     Ok(Done::new(spent + a.cents + b.cents).reply(vec![a.cents, b.cents]))
 }
 
+/// Starts two children, then awaits them: both run before either is awaited.
+#[workflow(name = "fan-buyer", version = "v1")]
+async fn fan_buyer(
+    ctx: &mut Turn,
+    spent: u64,
+    items: (String, String),
+) -> Result<Done<u64, Vec<u64>>, TurnError> {
+    let a = ctx
+        .start_child("start-a", &pricer, "fan-a", Job::Price(items.0))
+        .await?;
+    let b = ctx
+        .start_child("start-b", &pricer, "fan-b", Job::Price(items.1))
+        .await?;
+    let qa = ctx.await_child("await-a", &a).await?;
+    let qb = ctx.await_child("await-b", &b).timeout(HOUR).await?;
+    Ok(Done::new(spent + qa.cents + qb.cents).reply(vec![qa.cents, qb.cents]))
+}
+
 fn ask(child: &str, job: Job) -> Ask {
     Ask {
         child: child.into(),
@@ -153,6 +171,7 @@ fn env() -> TestEnv {
         .register(buyer)
         .register(pricer)
         .register(pair_buyer)
+        .register(fan_buyer)
 }
 
 #[tokio::test]
@@ -348,4 +367,36 @@ async fn two_children_in_one_turn_each_get_their_own_reply() {
     env.run_until_idle().await.unwrap();
     assert_eq!(parent.reply(1).await.unwrap(), Some(vec![200, 500]));
     assert_eq!(parent.state().await.unwrap(), 700);
+}
+
+#[tokio::test]
+async fn children_started_together_are_awaited_one_by_one() {
+    let env = env();
+    let parent = env.start(&fan_buyer, "fan-1").await.unwrap();
+    parent.send(("abc".into(), "a".into()), "m1").await.unwrap();
+    env.run_until_idle().await.unwrap();
+    let t = parent.turn(1).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Completed, "{t:#?}");
+    assert_eq!(parent.reply(1).await.unwrap(), Some(vec![300, 100]));
+    let t = parent.turn(1).await.unwrap();
+    let kinds: Vec<_> = t.steps.iter().map(|s| (s.key.as_str(), s.kind)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("start-a", CheckpointKind::Step),
+            ("start-b", CheckpointKind::Step),
+            ("await-a", CheckpointKind::Signal),
+            ("await-b", CheckpointKind::Signal),
+        ]
+    );
+    // Both outcomes arrived on the parent's turn once each, and each child got one message.
+    assert_eq!(t.signals.unwrap_or_default().len(), 2);
+    for id in ["fan-a", "fan-b"] {
+        let inst = pricer.handle(env.engine(), id).instance().await.unwrap();
+        assert_eq!(
+            (inst.completed_turns, inst.pending_messages),
+            (1, 0),
+            "{inst:?}"
+        );
+    }
 }

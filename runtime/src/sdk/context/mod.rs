@@ -24,7 +24,7 @@ use crate::sdk::outcome::TurnError;
 
 pub use step::{BoxStepFn, BoxStepFuture, Resumable, StepCtx, StepOptions};
 pub(crate) use turn::child_error;
-pub use turn::{ChildCall, ChildError, Step, Turn, DEFAULT_CHILD_TIMEOUT};
+pub use turn::{ChildCall, ChildError, ChildWait, StartedChild, Step, Turn, DEFAULT_CHILD_TIMEOUT};
 
 pub use crate::protocol::validate::MAX_STEPS;
 

@@ -21,7 +21,7 @@ use crate::sdk::workflow::{Accepts, Done, Signal, TurnError, Workflow, WorkflowE
 mod child;
 
 pub(crate) use child::child_error;
-pub use child::{ChildCall, ChildError, DEFAULT_CHILD_TIMEOUT};
+pub use child::{ChildCall, ChildError, ChildWait, StartedChild, DEFAULT_CHILD_TIMEOUT};
 
 /// The context of one turn, handed to the workflow handler.
 ///

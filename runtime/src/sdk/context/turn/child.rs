@@ -6,9 +6,12 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::Turn;
+use crate::protocol::backend::Backend;
+use crate::protocol::error::Error;
 use crate::protocol::*;
 use crate::sdk::codec::{self, CodecError};
 use crate::sdk::workflow::{TurnError, Workflow, WorkflowOptions};
@@ -236,94 +239,294 @@ impl<W: Workflow> Turn<W> {
                     Ok((message, _)) => message,
                     Err(e) => return Err(ChildError::Call(self.fail(position, e))),
                 };
-                self.start_child::<C>(&key, &id, state, options, message, &signal, &what)
-                    .await?;
+                let backend = self.shared.backend.clone();
+                let sent = send_to_child::<C>(
+                    &*backend,
+                    ChildMessage {
+                        id: id.clone(),
+                        state,
+                        options,
+                        message,
+                        message_id: child_message_id(&key, &self.effect_id(&key)),
+                        origin: parent_origin(self.workflow_id(), self.turn_number(), &signal),
+                    },
+                )
+                .await;
+                let sending = format!("{what}: sending to `{id}`");
+                self.shared.check(&sending, sent).await?;
                 self.wait_signal_at(position, key, &signal, timeout_ms, &what)
                     .await?
             }
         };
-        if output.get("received") != Some(&Value::Bool(true)) {
-            return Err(ChildError::TimedOut {
-                workflow_id: id,
-                timeout,
-            });
-        }
-        let value = output.get("value").cloned().unwrap_or(Value::Null);
-        let workflow_id = value["workflow_id"].as_str().unwrap_or(&id).to_owned();
-        let turn = value["turn"].as_u64().unwrap_or(0);
-        match value["status"].as_str() {
-            Some("completed") => {
-                let reply = value.get("reply").unwrap_or(&Value::Null);
-                codec::decode(&C::Codec::default(), "reply", reply).map_err(|e| {
-                    ChildError::Decode {
-                        workflow_id,
-                        turn,
-                        message: e.to_string(),
-                    }
-                })
+        child_outcome::<C>(&output, &id, timeout)
+    }
+}
+
+impl<W: Workflow> Turn<W> {
+    /// Start a child without waiting for it: [`call_child`](Self::call_child)'s first half,
+    /// as a step under `key`. It creates instance `id` of `child` if needed and sends it
+    /// `message` (idempotently, as `call_child` does), and answers a [`StartedChild`] to
+    /// await later with [`await_child`](Self::await_child) under a key of its own, so that
+    /// several children run at once:
+    ///
+    /// ```
+    /// # use turnwise::prelude::*;
+    /// # #[workflow(name = "pricer", version = "v1")]
+    /// # async fn pricer(_ctx: &mut Turn, state: u64, item: String) -> Result<Done<u64, u64>, TurnError> {
+    /// #     Ok(Done::new(state + 1).reply(item.len() as u64 * 100))
+    /// # }
+    /// #[workflow(name = "pair", version = "v1")]
+    /// async fn pair(ctx: &mut Turn, total: u64, items: (String, String)) -> Result<Done<u64, u64>, TurnError> {
+    ///     let a = ctx.start_child("start-a", &pricer, "pricer-a", items.0).await?;
+    ///     let b = ctx.start_child("start-b", &pricer, "pricer-b", items.1).await?;
+    ///     let sum = ctx.await_child("a", &a).await? + ctx.await_child("b", &b).await?;
+    ///     Ok(Done::new(total + sum).reply(sum))
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let env = turnwise::testing::TestEnv::new().register(pair).register(pricer);
+    /// # let h = env.start(&pair, "pair-1").await?;
+    /// # h.send(("ab".into(), "abc".into()), "m1").await?;
+    /// # env.run_until_idle().await?;
+    /// # assert_eq!(h.reply(1).await?, Some(500));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// A child whose outcome arrives before it is awaited keeps it on this turn until then. A
+    /// started child that is never awaited runs all the same; its outcome is dropped when this
+    /// turn ends.
+    pub async fn start_child<C>(
+        &mut self,
+        key: impl Into<String>,
+        child: &C,
+        id: impl Into<String>,
+        message: C::Message,
+    ) -> Result<StartedChild<C>, TurnError>
+    where
+        C: Workflow,
+        C::State: Default,
+    {
+        let key = key.into();
+        let id = id.into();
+        let what = format!("child start `{key}`");
+        let state = codec::encode_checked(
+            &C::Codec::default(),
+            "initial state",
+            &child.initial_state(),
+            C::state_eq(),
+        );
+        let encoded =
+            codec::encode_checked(&C::Codec::default(), "message", &message, C::message_eq());
+        let signal = reply_signal(&key);
+        let backend = self.shared.backend.clone();
+        let m = ChildMessage {
+            id: id.clone(),
+            state: Value::Null,
+            options: child.options(),
+            message: Value::Null,
+            message_id: child_message_id(&key, &self.effect_id(&key)),
+            origin: parent_origin(self.workflow_id(), self.turn_number(), &signal),
+        };
+        self.step(key, move |_s| async move {
+            let (state, message) = match (state, encoded) {
+                (Ok((state, _)), Ok((message, _))) => (state, message),
+                (Err(e), _) | (_, Err(e)) => {
+                    return Err(TurnError::permanent(format!("{what}: {e}")))
+                }
+            };
+            let sent = send_to_child::<C>(
+                &*backend,
+                ChildMessage {
+                    state,
+                    message,
+                    ..m
+                },
+            )
+            .await;
+            match sent {
+                Ok(()) => Ok(StartedChild {
+                    workflow_id: id,
+                    signal,
+                    _child: PhantomData,
+                }),
+                Err(e) if e.is_refusal() => Err(TurnError::permanent(format!(
+                    "{what}: sending to `{id}` was refused ({}): {e}",
+                    e.code()
+                ))),
+                Err(e) => Err(TurnError::Retry(Box::new(e))),
             }
-            Some("cancelled") => Err(ChildError::Cancelled { workflow_id, turn }),
-            _ => Err(ChildError::Failed {
-                workflow_id,
-                turn,
-                error: value["error"]
-                    .as_str()
-                    .unwrap_or("no error was recorded")
-                    .to_owned(),
-            }),
-        }
+        })
+        .await
     }
 
-    /// Create the child instance (an existing one of the same workflow is kept as it is) and
-    /// admit the message under the id derived from this call's effect id.
-    #[allow(clippy::too_many_arguments)]
-    async fn start_child<C: Workflow>(
-        &self,
-        key: &str,
-        id: &str,
-        state: Value,
-        options: WorkflowOptions,
-        message: Value,
-        signal: &str,
-        what: &str,
-    ) -> Result<(), ChildError> {
-        let backend = self.shared.backend.clone();
-        let created = backend
-            .create_instance(CreateInstanceRequest {
-                id: id.to_owned(),
-                workflow_type: C::NAME.to_owned(),
-                version: C::VERSION.to_owned(),
-                state,
-                lease_ms: Some(options.lease.as_millis() as u64),
-                max_attempts: Some(options.max_attempts),
-                on_exhausted: Some(options.on_exhausted),
+    /// Wait durably under `key` for the reply of a child started with
+    /// [`start_child`](Self::start_child): the second half of
+    /// [`call_child`](Self::call_child), with the same answers. Chain `.timeout(..)` to wait
+    /// less than 30 days.
+    pub fn await_child<'a, C: Workflow>(
+        &'a mut self,
+        key: impl Into<String>,
+        started: &StartedChild<C>,
+    ) -> ChildWait<'a, W, C> {
+        ChildWait {
+            turn: self,
+            key: key.into(),
+            workflow_id: started.workflow_id.clone(),
+            signal: started.signal.clone(),
+            timeout: DEFAULT_CHILD_TIMEOUT,
+            _child: PhantomData,
+        }
+    }
+}
+
+/// A child started by [`Turn::start_child`]; [`Turn::await_child`] waits for its reply. It is
+/// saved as the start's step output, so a replay answers the same child.
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct StartedChild<C> {
+    /// The child instance.
+    pub workflow_id: String,
+    /// The signal its outcome arrives as.
+    signal: String,
+    #[serde(skip)]
+    _child: PhantomData<fn() -> C>,
+}
+
+impl<C> std::fmt::Debug for StartedChild<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartedChild")
+            .field("workflow_id", &self.workflow_id)
+            .field("signal", &self.signal)
+            .finish()
+    }
+}
+
+/// A wait for a started child being configured; `.await` it for the child's reply.
+#[must_use = "a child wait does nothing until it is awaited"]
+pub struct ChildWait<'a, W, C> {
+    turn: &'a mut Turn<W>,
+    key: String,
+    workflow_id: String,
+    signal: String,
+    timeout: Duration,
+    _child: PhantomData<fn() -> C>,
+}
+
+impl<W, C> ChildWait<'_, W, C> {
+    /// Wait at most this long (1 ms to 365 days; default 30 days); past it the wait answers
+    /// [`ChildError::TimedOut`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+impl<'a, W: Workflow, C: Workflow> IntoFuture for ChildWait<'a, W, C> {
+    type Output = Result<C::Reply, ChildError>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let ChildWait {
+                turn,
+                key,
+                workflow_id,
+                signal,
+                timeout,
+                ..
+            } = self;
+            let what = format!("child wait `{key}`");
+            let output = turn.signal_wait(key, &signal, timeout, &what).await?;
+            child_outcome::<C>(&output, &workflow_id, timeout)
+        })
+    }
+}
+
+/// Where a child's message comes from and goes: what [`send_to_child`] needs.
+struct ChildMessage {
+    id: String,
+    state: Value,
+    options: WorkflowOptions,
+    message: Value,
+    message_id: String,
+    origin: MessageOrigin,
+}
+
+/// Create the child instance (an existing one of the same workflow is kept as it is) and
+/// admit the message under its id (a repeat answers the first admission).
+async fn send_to_child<C: Workflow>(backend: &dyn Backend, m: ChildMessage) -> Result<(), Error> {
+    backend
+        .create_instance(CreateInstanceRequest {
+            id: m.id.clone(),
+            workflow_type: C::NAME.to_owned(),
+            version: C::VERSION.to_owned(),
+            state: m.state,
+            lease_ms: Some(m.options.lease.as_millis() as u64),
+            max_attempts: Some(m.options.max_attempts),
+            on_exhausted: Some(m.options.on_exhausted),
+        })
+        .await?;
+    backend
+        .send_message(MessageRequest {
+            workflow_id: m.id,
+            id: m.message_id,
+            message: m.message,
+            origin: Some(m.origin),
+        })
+        .await?;
+    Ok(())
+}
+
+/// The origin of a message from turn `turn` of `parent`, whose outcome goes to `signal`.
+fn parent_origin(parent: &str, turn: u64, signal: &str) -> MessageOrigin {
+    let mut origin = MessageOrigin::new(names::PARENT_ORIGIN_KIND);
+    origin
+        .fields
+        .insert(names::PARENT_ID_FIELD.into(), json!(parent));
+    origin
+        .fields
+        .insert(names::PARENT_TURN_FIELD.into(), json!(turn));
+    origin
+        .fields
+        .insert(names::REPLY_SIGNAL_FIELD.into(), json!(signal));
+    origin
+}
+
+/// The reply (or why there is none) that the saved output of a child's outcome wait,
+/// `{"received", "value"}`, carries.
+fn child_outcome<C: Workflow>(
+    output: &Value,
+    id: &str,
+    timeout: Duration,
+) -> Result<C::Reply, ChildError> {
+    if output.get("received") != Some(&Value::Bool(true)) {
+        return Err(ChildError::TimedOut {
+            workflow_id: id.to_owned(),
+            timeout,
+        });
+    }
+    let value = output.get("value").cloned().unwrap_or(Value::Null);
+    let workflow_id = value["workflow_id"].as_str().unwrap_or(id).to_owned();
+    let turn = value["turn"].as_u64().unwrap_or(0);
+    match value["status"].as_str() {
+        Some("completed") => {
+            let reply = value.get("reply").unwrap_or(&Value::Null);
+            codec::decode(&C::Codec::default(), "reply", reply).map_err(|e| ChildError::Decode {
+                workflow_id,
+                turn,
+                message: e.to_string(),
             })
-            .await;
-        self.shared
-            .check(&format!("{what}: starting `{id}`"), created)
-            .await?;
-        let mut origin = MessageOrigin::new(names::PARENT_ORIGIN_KIND);
-        origin
-            .fields
-            .insert(names::PARENT_ID_FIELD.into(), json!(self.workflow_id()));
-        origin
-            .fields
-            .insert(names::PARENT_TURN_FIELD.into(), json!(self.turn_number()));
-        origin
-            .fields
-            .insert(names::REPLY_SIGNAL_FIELD.into(), json!(signal));
-        let sent = backend
-            .send_message(MessageRequest {
-                workflow_id: id.to_owned(),
-                id: child_message_id(key, &self.effect_id(key)),
-                message,
-                origin: Some(origin),
-            })
-            .await;
-        self.shared
-            .check(&format!("{what}: sending to `{id}`"), sent)
-            .await?;
-        Ok(())
+        }
+        Some("cancelled") => Err(ChildError::Cancelled { workflow_id, turn }),
+        _ => Err(ChildError::Failed {
+            workflow_id,
+            turn,
+            error: value["error"]
+                .as_str()
+                .unwrap_or("no error was recorded")
+                .to_owned(),
+        }),
     }
 }
 
