@@ -400,3 +400,43 @@ async fn children_started_together_are_awaited_one_by_one() {
         );
     }
 }
+
+/// On PostgreSQL another node delivers: node A holds its deliveries (as if it died right after
+/// the child's commit); node B, which runs only the child's workflow, finds the outcome in the
+/// child's outbox through its claim scan and delivers it.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn on_postgres_another_node_delivers_an_outcome_left_behind() {
+    use turnwise::clock::SystemClock;
+    use turnwise::testing::TestPostgres;
+    use turnwise::{Engine, EngineConfig};
+
+    let Some(db) = TestPostgres::start("children_other_node").await else {
+        return;
+    };
+    let a = Engine::new(db.store().await, SystemClock, EngineConfig::default());
+    let b = Engine::new(db.store().await, SystemClock, EngineConfig::default());
+    a.hold_child_deliveries(true);
+    let parent = buyer.start(&a, "buyer-pg").await.unwrap();
+    let mut asked = ask("pricer-pg", Job::Price("kiwi".into()));
+    asked.hours = 1;
+    parent.send(asked, "m1").await.unwrap();
+    let node_a = Worker::new(a.clone()).register(buyer).register(pricer);
+    node_a.run_until_idle().await.unwrap();
+    let child = pricer.handle(&a, "pricer-pg");
+    assert_eq!(child.reply(1).await.unwrap().unwrap().cents, 400);
+    assert_eq!(parent.turn(1).await.unwrap().status, TurnStatus::Waiting);
+
+    let node_b = Worker::new(b.clone()).register(pricer);
+    node_b.run_until_idle().await.unwrap();
+    let t = parent.turn(1).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Queued, "node B delivered: {t:?}");
+    assert_eq!(t.signals.unwrap_or_default().len(), 1);
+    let record = b
+        .store()
+        .load_instance(b.ns(), "pricer-pg")
+        .await
+        .unwrap()
+        .expect("the child's record");
+    assert!(record.outbox.is_empty(), "{:?}", record.outbox);
+}
