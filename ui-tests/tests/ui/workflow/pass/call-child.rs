@@ -1,5 +1,6 @@
 // Child calls: a typed reply, a timeout, a key override, a typed failure matched by the
-// parent, and keys checked together with the turn's steps.
+// parent, children started together and awaited one by one, and keys checked together with
+// the turn's steps.
 #![allow(dead_code)]
 use std::time::Duration;
 
@@ -31,8 +32,15 @@ async fn basket(ctx: &mut Turn, state: u64, items: Vec<String>) -> Result<Done<u
         Err(ChildError::Failed { .. } | ChildError::TimedOut { .. }) => 0,
         Err(e) => return Err(e.into()),
     };
+    let a = ctx.start_child("start-a", &pricer, "pricer-a", "kiwi".to_owned()).await?;
+    let b = ctx.start_child("start-b", &pricer, "pricer-b", "lime".to_owned()).await?;
+    let qa = ctx.await_child("await-a", &a).await?;
+    let qb = ctx
+        .await_child("await-b", &b)
+        .timeout(Duration::from_secs(60))
+        .await?;
     let total = ctx
-        .step("total", move |_| async move { Ok(quote.cents + extra) })
+        .step("total", move |_| async move { Ok(quote.cents + extra + qa.cents + qb.cents) })
         .await?;
     Ok(Done::new(state + total).reply(total))
 }
