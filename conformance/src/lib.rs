@@ -2,7 +2,7 @@
 //! pass, written once against the trait.
 //!
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
-//! checks ([`admission`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
+//! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
 //! [`control`], [`limits`], [`nesting`], [`retention`], [`idempotence`], [`reads`],
 //! [`outcomes`], [`validation`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
@@ -30,6 +30,7 @@ pub mod support;
 pub mod values;
 
 pub mod admission;
+pub mod children;
 pub mod claims;
 pub mod control;
 pub mod failures;
@@ -221,6 +222,14 @@ macro_rules! conformance_tests {
                 delete_wakes_with_not_found,
                 unknown_turn_not_found,
                 wait_is_capped = $crate::outcomes::capped_config(),
+            }
+            children {
+                reply_reaches_parent,
+                failure_reaches_parent,
+                retryable_failure_delivers_nothing,
+                cancel_reaches_parent,
+                outcome_before_wait_is_buffered,
+                outcome_for_finished_parent_is_dropped,
             }
             validation {
                 invalid_identifiers,

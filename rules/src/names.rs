@@ -44,9 +44,28 @@ pub const ORIGIN_KINDS: [&str; 12] = [
 /// The origin kind of a continuation's message, made by the server only.
 pub const CONTINUATION_ORIGIN_KIND: &str = "continuation";
 
-/// Whether a client may send a message with this origin kind.
+/// The origin kind of a message a workflow's turn sent to a child instance (a turnwise
+/// extension to the wire's kinds). With the fields [`PARENT_ID_FIELD`], [`PARENT_TURN_FIELD`]
+/// and [`REPLY_SIGNAL_FIELD`] it asks the engine to deliver the child turn's outcome to that
+/// parent turn as a signal.
+pub const PARENT_ORIGIN_KIND: &str = "workflow";
+
+/// The origin field naming the parent instance.
+pub const PARENT_ID_FIELD: &str = "parent_id";
+
+/// The origin field naming the parent's turn.
+pub const PARENT_TURN_FIELD: &str = "parent_turn";
+
+/// The origin field naming the signal the parent turn waits on for the outcome.
+pub const REPLY_SIGNAL_FIELD: &str = "reply_signal";
+
+/// Signal names starting with this carry child turns' outcomes to their parents.
+pub const CHILD_SIGNAL_PREFIX: &str = "child.";
+
+/// Whether a client may send a message with this origin kind: one of [`ORIGIN_KINDS`] or
+/// [`PARENT_ORIGIN_KIND`].
 pub fn is_client_origin_kind(kind: &str) -> bool {
-    ORIGIN_KINDS.contains(&kind)
+    ORIGIN_KINDS.contains(&kind) || kind == PARENT_ORIGIN_KIND
 }
 
 #[cfg(test)]
@@ -66,5 +85,6 @@ mod tests {
         assert!(is_client_origin_kind("app") && is_client_origin_kind("schema_changed"));
         assert!(!is_client_origin_kind(CONTINUATION_ORIGIN_KIND));
         assert!(!is_client_origin_kind("") && !is_client_origin_kind("App"));
+        assert!(is_client_origin_kind(PARENT_ORIGIN_KIND));
     }
 }

@@ -643,3 +643,73 @@ async fn a_transactional_step_over_http_fails_the_turn_saying_why() {
     );
     assert!(t.steps.is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Child workflows over HTTP: the SDK sends and waits, the server's engine delivers
+// ---------------------------------------------------------------------------------------------
+
+/// Doubles the number, or fails for good on zero.
+struct Doubler;
+
+impl Workflow for Doubler {
+    type State = u64;
+    type Message = u64;
+    type Reply = u64;
+    type Codec = turnwise::codec::JsonCodec;
+    const NAME: &'static str = "doubler";
+    const VERSION: &'static str = "v1";
+
+    async fn run(&self, _ctx: &mut Turn<Self>, runs: u64, n: u64) -> TurnResult<Self> {
+        if n == 0 {
+            return Err(WorkflowError::new("nothing to double").into());
+        }
+        Ok(Done::new(runs + 1).reply(n * 2))
+    }
+}
+
+/// Asks its child `doubler-<n>` to double `n`; replies with the double, or the child's error.
+struct Asker;
+
+impl Workflow for Asker {
+    type State = u64;
+    type Message = u64;
+    type Reply = String;
+    type Codec = turnwise::codec::JsonCodec;
+    const NAME: &'static str = "asker";
+    const VERSION: &'static str = "v1";
+
+    async fn run(&self, ctx: &mut Turn<Self>, state: u64, n: u64) -> TurnResult<Self> {
+        let answer = ctx
+            .call_child("double", &Doubler, format!("doubler-{n}"), n)
+            .await;
+        match answer {
+            Ok(d) => Ok(Done::new(state + d).reply(d.to_string())),
+            Err(ChildError::Failed { error, .. }) => Ok(Done::new(state).reply(error)),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_workflow_over_http() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let w = worker(f.http(), f.clock())
+        .register(Asker)
+        .register(Doubler);
+    let h = Asker.start(&f.http(), "asker-1").await.unwrap();
+    h.send(21, "m1").await.unwrap();
+    h.send(0, "m2").await.unwrap();
+    // Turn 1 sends and waits; the child runs and its outcome is delivered by the server; turn
+    // 1 replays and completes; the same again for turn 2.
+    assert_eq!(w.run_until_idle().await.unwrap(), 6);
+    assert_eq!(h.reply(1).await.unwrap().as_deref(), Some("42"));
+    assert_eq!(
+        h.reply(2).await.unwrap().as_deref(),
+        Some("WorkflowError: nothing to double")
+    );
+    assert_eq!(h.state().await.unwrap(), 42);
+    let child = Doubler.handle(&f.http(), "doubler-21");
+    assert_eq!(child.reply(1).await.unwrap(), Some(42));
+    let t = child.turn(1).await.unwrap();
+    assert_eq!(t.origin.map(|o| o.kind).as_deref(), Some("workflow"));
+}

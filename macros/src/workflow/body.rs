@@ -3,7 +3,9 @@
 //!
 //! The analysis is syntactic. A *durable call* is `ctx.step(key, ..)`, `ctx.transact(key, ..)`,
 //! `ctx.sleep(key, ..)`,
-//! `ctx.wait_for_signal::<S>(key, ..)`, `ctx.now(key)`, `ctx.random(key)` or a call whose first
+//! `ctx.wait_for_signal::<S>(key, ..)`, `ctx.now(key)`, `ctx.random(key)`,
+//! `ctx.call_child(key, ..)`, `ctx.start_child(key, ..)`, `ctx.await_child(key, ..)` or a call
+//! whose first
 //! argument is the context, `name(ctx, ..)` (a `#[step]` function, key `name` unless a
 //! `.key(..)` follows). Each sub-tree yields a [`Flow`]: the literal keys it may run and its
 //! longest run of durable calls. Statements compose in sequence (a key seen twice is an
@@ -39,6 +41,9 @@ pub(crate) enum CallKind {
     StepFn(syn::Path),
     Sleep,
     Wait,
+    /// `ctx.call_child(key, ..)` or `ctx.await_child(key, ..)`: a signal wait for a child
+    /// turn's outcome; `ctx.start_child(key, ..)`: the step that sends to the child.
+    Child,
     Now,
     Random,
 }
@@ -154,6 +159,9 @@ pub(super) const DURABLE_METHODS: &[&str] = &[
     "wait_for_signal",
     "now",
     "random",
+    "call_child",
+    "start_child",
+    "await_child",
 ];
 pub(super) const BUILDER_METHODS: &[&str] =
     &["key", "kind", "timeout", "heartbeat_timeout", "options"];
@@ -469,6 +477,7 @@ impl Analyzer<'_> {
                         CallKind::Wait
                     }
                     "now" => CallKind::Now,
+                    "call_child" | "start_child" | "await_child" => CallKind::Child,
                     _ => CallKind::Random,
                 };
                 let key = m
@@ -483,6 +492,9 @@ impl Analyzer<'_> {
                     "sleep" => format!("{ctx}.sleep(format!(\"KEY-{{i}}\"), ..)"),
                     "wait_for_signal" => {
                         format!("{ctx}.wait_for_signal(format!(\"KEY-{{i}}\"), ..)")
+                    }
+                    "call_child" | "start_child" | "await_child" => {
+                        format!("{ctx}.{method}(format!(\"KEY-{{i}}\"), ..)")
                     }
                     other => format!("{ctx}.{other}(format!(\"KEY-{{i}}\"))"),
                 };

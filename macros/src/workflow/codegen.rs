@@ -365,7 +365,9 @@ fn schema(
             CallKind::StepFn(path) => quote_spanned!(path.span()=> <#path as #p::StepFn>::schema()),
             CallKind::Now => quote!(#p::step_schema::<#p::Millis>()),
             CallKind::Random => quote!(#p::step_schema::<::core::primitive::u64>()),
-            CallKind::Step(None) | CallKind::Sleep | CallKind::Wait => return None,
+            CallKind::Step(None) | CallKind::Sleep | CallKind::Wait | CallKind::Child => {
+                return None
+            }
         };
         if !seen.insert(key.clone()) {
             return None;

@@ -92,6 +92,7 @@ impl Backend for Engine {
                 history_pruned_through: 0,
                 due_at_ms: None,
                 epoch: rules::new_epoch(now),
+                outbox: Vec::new(),
             };
             if self.commit(None, &mut inst, Vec::new(), Durable).await? {
                 return Ok(rules::instance_view(&inst, None, now));
@@ -115,9 +116,10 @@ impl Backend for Engine {
                 return Err(Error::invalid(
                     "origin.kind",
                     format!(
-                        "{:?} is not an origin kind; use one of: {}",
+                        "{:?} is not an origin kind; use one of: {}, {}",
                         origin.kind,
-                        names::ORIGIN_KINDS.join(", ")
+                        names::ORIGIN_KINDS.join(", "),
+                        names::PARENT_ORIGIN_KIND
                     ),
                 ));
             }
@@ -742,73 +744,7 @@ impl Backend for Engine {
         validate::identifier("id", &req.id)?;
         validate::identifier("name", &req.name)?;
         validate::size("value", &req.value, limits.signal_bytes)?;
-
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.workflow_id)?;
-            let mut inst = self.load(&req.workflow_id).await?;
-            let mut turn = self.load_turn(&inst, req.turn).await?;
-            if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
-                if s.name == req.name && s.value == req.value {
-                    return Ok(rules::turn_view(&inst, &turn));
-                }
-                return Err(Error::conflict(format_args!(
-                    "signal id `{}` was already delivered to turn {} with another name or value; use a new id",
-                    req.id, turn.number
-                )));
-            }
-            if turn.is_finished() {
-                return Err(Error::conflict(format_args!(
-                    "turn {} of `{}` is {}; signals go to unfinished turns",
-                    turn.number, inst.id, turn.status
-                )));
-            }
-            if turn.signals.len() >= limits.signals_per_turn {
-                return Err(Error::LimitReached {
-                    limit: "signals",
-                    message: format!(
-                        "turn {} of `{}` already holds {} signals (the limit)",
-                        turn.number,
-                        inst.id,
-                        turn.signals.len()
-                    ),
-                });
-            }
-            let now = self.now();
-            let mut signal = TurnSignal {
-                id: req.id.clone(),
-                name: req.name.clone(),
-                value: req.value.clone(),
-                at_ms: now,
-                consumed_by: None,
-            };
-            let waiting = turn.status == TurnStatus::Waiting && turn.ready_at_ms > now;
-            if let Some(step) = turn.steps.last_mut().filter(|s| {
-                waiting
-                    && s.kind == CheckpointKind::Signal
-                    && s.output.is_null()
-                    && s.signal_name.as_deref() == Some(req.name.as_str())
-            }) {
-                step.output = json!({"received": true, "value": req.value});
-                signal.consumed_by = Some(step.key.clone());
-                turn.status = TurnStatus::Queued;
-                turn.ready_at_ms = now;
-                if inst.pending.first() == Some(&turn.number) && !inst.paused {
-                    inst.due_at_ms = Some(now);
-                }
-            }
-            turn.signals.push(signal);
-            rules::touch(&mut turn, now);
-            turn_size(&turn, limits.turn_bytes)?;
-            let view = rules::turn_view(&inst, &turn);
-            let read_rev = inst.revision;
-            if self
-                .commit(Some(read_rev), &mut inst, vec![turn], Durable)
-                .await?
-            {
-                return Ok(view);
-            }
-        }
+        self.put_signal(&req).await
     }
 
     async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
@@ -920,5 +856,82 @@ impl Backend for Engine {
             Ok(Decision::Write(Relaxed, Vec::new()))
         })
         .await
+    }
+}
+
+impl Engine {
+    /// Deliver a checked signal to its turn: buffer it, and resolve the turn's signal wait when
+    /// it waits for this name. A repeat of an event id with the same name and value answers the
+    /// turn as it stands. The signal route calls it, and so does the delivery of a child turn's
+    /// outcome (`children.rs`), whose value may be as large as a reply.
+    pub(super) async fn put_signal(&self, req: &SignalRequest) -> Result<WorkflowTurn> {
+        let limits = &self.inner.config.limits;
+
+        let mut tries = Tries::new();
+        loop {
+            tries.next(&req.workflow_id)?;
+            let mut inst = self.load(&req.workflow_id).await?;
+            let mut turn = self.load_turn(&inst, req.turn).await?;
+            if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
+                if s.name == req.name && s.value == req.value {
+                    return Ok(rules::turn_view(&inst, &turn));
+                }
+                return Err(Error::conflict(format_args!(
+                    "signal id `{}` was already delivered to turn {} with another name or value; use a new id",
+                    req.id, turn.number
+                )));
+            }
+            if turn.is_finished() {
+                return Err(Error::conflict(format_args!(
+                    "turn {} of `{}` is {}; signals go to unfinished turns",
+                    turn.number, inst.id, turn.status
+                )));
+            }
+            if turn.signals.len() >= limits.signals_per_turn {
+                return Err(Error::LimitReached {
+                    limit: "signals",
+                    message: format!(
+                        "turn {} of `{}` already holds {} signals (the limit)",
+                        turn.number,
+                        inst.id,
+                        turn.signals.len()
+                    ),
+                });
+            }
+            let now = self.now();
+            let mut signal = TurnSignal {
+                id: req.id.clone(),
+                name: req.name.clone(),
+                value: req.value.clone(),
+                at_ms: now,
+                consumed_by: None,
+            };
+            let waiting = turn.status == TurnStatus::Waiting && turn.ready_at_ms > now;
+            if let Some(step) = turn.steps.last_mut().filter(|s| {
+                waiting
+                    && s.kind == CheckpointKind::Signal
+                    && s.output.is_null()
+                    && s.signal_name.as_deref() == Some(req.name.as_str())
+            }) {
+                step.output = json!({"received": true, "value": req.value});
+                signal.consumed_by = Some(step.key.clone());
+                turn.status = TurnStatus::Queued;
+                turn.ready_at_ms = now;
+                if inst.pending.first() == Some(&turn.number) && !inst.paused {
+                    inst.due_at_ms = Some(now);
+                }
+            }
+            turn.signals.push(signal);
+            rules::touch(&mut turn, now);
+            turn_size(&turn, limits.turn_bytes)?;
+            let view = rules::turn_view(&inst, &turn);
+            let read_rev = inst.revision;
+            if self
+                .commit(Some(read_rev), &mut inst, vec![turn], Durable)
+                .await?
+            {
+                return Ok(view);
+            }
+        }
     }
 }

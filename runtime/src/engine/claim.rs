@@ -94,11 +94,22 @@ impl Engine {
     /// Settle one due instance and claim its head if it is ready.
     pub(super) async fn try_claim(&self, id: &str, req: &ClaimRequest) -> Result<Option<TurnTask>> {
         let mut tries = Tries::new();
+        let mut outbox_tried = false;
         loop {
             tries.next(id)?;
             let Some(mut inst) = self.inner.store.load_instance(&self.ns, id).await? else {
                 return Ok(None);
             };
+            if !inst.outbox.is_empty() && !outbox_tried {
+                // A child turn's outcome not yet delivered (its process died after the commit,
+                // say): deliver it, then decide on the instance as it is now.
+                outbox_tried = true;
+                match self.deliver_outbox(id).await {
+                    Ok(()) => continue,
+                    Err(e) => tracing::warn!(instance = %id, error = %e,
+                        "a child turn's outcome was not delivered yet"),
+                }
+            }
             let read_rev = inst.revision;
             let now = self.now();
             let Some(mut head) = self.load_head(&inst).await? else {

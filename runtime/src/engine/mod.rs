@@ -12,6 +12,7 @@
 //! arrive as [`Notice`]s ([`Store::watch`]) and ring the same way.
 
 mod backend;
+mod children;
 mod claim;
 mod outcomes;
 mod rules;
@@ -149,6 +150,8 @@ struct Inner {
     outcomes: outcomes::Outcomes,
     /// The instances claims are deciding on.
     claiming: claim::Claiming,
+    /// Whether child outcomes stay in their outboxes (crash tests; see `children.rs`).
+    hold_deliveries: std::sync::atomic::AtomicBool,
 }
 
 /// The message-workflow engine, in-process. Cheap to clone; clones share the store.
@@ -180,6 +183,7 @@ impl Engine {
             wakeups: wakeups::Wakeups::default(),
             claiming: claim::Claiming::default(),
             outcomes: outcomes::Outcomes::default(),
+            hold_deliveries: std::sync::atomic::AtomicBool::new(false),
         };
         let inner = Arc::new(inner);
         // Other processes' commits on a shared store ring this engine's claims and readers
@@ -412,11 +416,17 @@ impl Engine {
     async fn write(
         &self,
         read_rev: Option<u64>,
-        inst: InstanceRecord,
+        mut inst: InstanceRecord,
         turns: Vec<TurnRecord>,
         durability: Durability,
     ) -> Result<Committed> {
         let now = inst.updated_at_ms;
+        // A child turn's outcome is queued for its parent in this same commit, and keeps the
+        // instance due until it is delivered (children.rs).
+        let queued = children::queue_outcomes(&mut inst, &turns);
+        if !inst.outbox.is_empty() {
+            inst.due_at_ms = Some(inst.due_at_ms.map_or(now, |d| d.min(now)));
+        }
         let finished = turns.iter().any(TurnRecord::is_finished);
         let settled = turns.iter().any(|t| t.status.is_outcome());
         let policy = self.inner.config.retention;
@@ -431,6 +441,7 @@ impl Engine {
         let instance = instance_key(&self.ns, &inst.id);
         let finishing = crate::metrics::finishing(&turns);
         let workflow_type = (!finishing.is_empty()).then(|| inst.workflow_type.clone());
+        let id = inst.id.clone();
         let write = WriteSet {
             ns: self.ns.to_string(),
             id: inst.id.clone(),
@@ -453,6 +464,9 @@ impl Engine {
                 }
                 if settled {
                     self.inner.outcomes.settled(instance);
+                }
+                if queued {
+                    self.deliver_now(&id).await;
                 }
                 Ok(Committed::Done)
             }

@@ -613,6 +613,8 @@ impl Worker {
     }
 
     async fn fail(&self, lease: Lease, e: TurnError) {
+        // A child call's failure that came through `?` fails the turn for good.
+        let e = crate::sdk::context::child_error(e);
         let now = self.clock.now_ms();
         let (non_retryable, retry_at_ms) = match &e {
             TurnError::Permanent(_) => (true, None),

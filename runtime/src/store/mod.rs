@@ -82,6 +82,29 @@ pub struct InstanceRecord {
     /// An id of this incarnation of the instance, mixed into effect prefixes so that a
     /// deleted and re-created instance does not reuse effect ids.
     pub epoch: String,
+    /// Outcomes of this instance's turns still to be delivered to the parent turns that sent
+    /// their messages (child workflows, a turnwise extension). Written in the same commit as
+    /// the outcome, emptied by the engine once delivered; while it holds anything the
+    /// instance stays due, so a claim scan finds it after a crash.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outbox: Vec<OutboxEntry>,
+}
+
+/// A child turn's outcome on its way to the parent turn waiting for it, as the signal the
+/// engine delivers: `signal` is both the signal's name and its event id, so a delivery that
+/// is repeated (after a crash, or by two nodes at once) is answered as the first one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutboxEntry {
+    /// The parent instance.
+    pub parent_id: String,
+    /// The parent's turn that sent the message.
+    pub parent_turn: u64,
+    /// The signal name (and event id) the parent turn waits on.
+    pub signal: String,
+    /// The child turn whose outcome this is.
+    pub turn: u64,
+    /// The outcome: `{"status", "workflow_id", "turn", "reply" | "error"}`.
+    pub value: Value,
 }
 
 /// One turn: a message and what became of it. Unfinished turns form the inbox; finished ones

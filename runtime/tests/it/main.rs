@@ -9,6 +9,7 @@
 
 mod common;
 
+mod child_crash;
 mod claim_wakeups;
 mod crash;
 mod http_retry;
@@ -21,6 +22,7 @@ mod store_files;
 mod store_journal;
 mod store_unreadable;
 mod test_call;
+mod test_children;
 mod test_codec_eq;
 mod test_codec_props;
 mod test_errors;

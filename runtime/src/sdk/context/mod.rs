@@ -23,7 +23,8 @@ use crate::protocol::Lease;
 use crate::sdk::outcome::TurnError;
 
 pub use step::{BoxStepFn, BoxStepFuture, Resumable, StepCtx, StepOptions};
-pub use turn::{Step, Turn};
+pub(crate) use turn::child_error;
+pub use turn::{ChildCall, ChildError, ChildWait, StartedChild, Step, Turn, DEFAULT_CHILD_TIMEOUT};
 
 pub use crate::protocol::validate::MAX_STEPS;
 

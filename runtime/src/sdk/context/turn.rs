@@ -18,6 +18,11 @@ use crate::protocol::*;
 use crate::sdk::codec;
 use crate::sdk::workflow::{Accepts, Done, Signal, StepOutput, TurnError, Workflow, WorkflowError};
 
+mod child;
+
+pub(crate) use child::child_error;
+pub use child::{ChildCall, ChildError, ChildWait, StartedChild, DEFAULT_CHILD_TIMEOUT};
+
 /// The context of one turn, handed to the workflow handler.
 ///
 /// Steps borrow it mutably, so two steps can never be in flight at once.
@@ -505,43 +510,8 @@ impl<W: Workflow> Turn<W> {
         W: Accepts<S>,
     {
         let key = key.into();
-        let timeout_ms = timeout.as_millis() as u64;
         let what = format!("signal wait `{key}`");
-        let position = self.position;
-        let output = match self.next(
-            &key,
-            CheckpointKind::Signal,
-            Some(timeout_ms),
-            Some(S::NAME),
-        )? {
-            Some(old) => old.output,
-            None => {
-                self.shared.heartbeats.send_replace(false);
-                let r = self
-                    .shared
-                    .backend
-                    .wait_signal(WaitSignalRequest {
-                        lease: self.shared.lease.clone(),
-                        position: position as u32,
-                        key: key.clone(),
-                        name: S::NAME.to_owned(),
-                        timeout_ms,
-                    })
-                    .await;
-                let turn = self.shared.check(&what, r).await?;
-                if turn.status == TurnStatus::Waiting {
-                    self.shared.stop(Interrupt::Suspended).await
-                }
-                self.shared.heartbeats.send_replace(true);
-                let Some(step) = turn.steps.get(position).cloned() else {
-                    return Err(
-                        self.fail(position, "the signal wait answered no step at its position")
-                    );
-                };
-                self.saved.push(step.clone());
-                step.output
-            }
-        };
+        let output = self.signal_wait(key, S::NAME, timeout, &what).await?;
         if output.get("received") != Some(&Value::Bool(true)) {
             return Ok(None);
         }
@@ -549,6 +519,57 @@ impl<W: Workflow> Turn<W> {
         codec::decode(&W::Codec::default(), &what, &value)
             .map(Some)
             .map_err(|e| TurnError::Permanent(e.into()))
+    }
+
+    /// A signal wait at the next position, replayed or made: the saved output,
+    /// `{"received": bool, "value": ..}`. Without a signal the turn is released here.
+    pub(super) async fn signal_wait(
+        &mut self,
+        key: String,
+        name: &str,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<Value, TurnError> {
+        let timeout_ms = timeout.as_millis() as u64;
+        let position = self.position;
+        if let Some(old) = self.next(&key, CheckpointKind::Signal, Some(timeout_ms), Some(name))? {
+            return Ok(old.output);
+        }
+        self.wait_signal_at(position, key, name, timeout_ms, what)
+            .await
+    }
+
+    /// Make the signal wait at `position`, which [`next`](Self::next) has just taken.
+    pub(super) async fn wait_signal_at(
+        &mut self,
+        position: usize,
+        key: String,
+        name: &str,
+        timeout_ms: u64,
+        what: &str,
+    ) -> Result<Value, TurnError> {
+        self.shared.heartbeats.send_replace(false);
+        let r = self
+            .shared
+            .backend
+            .wait_signal(WaitSignalRequest {
+                lease: self.shared.lease.clone(),
+                position: position as u32,
+                key,
+                name: name.to_owned(),
+                timeout_ms,
+            })
+            .await;
+        let turn = self.shared.check(what, r).await?;
+        if turn.status == TurnStatus::Waiting {
+            self.shared.stop(Interrupt::Suspended).await
+        }
+        self.shared.heartbeats.send_replace(true);
+        let Some(step) = turn.steps.get(position).cloned() else {
+            return Err(self.fail(position, "the signal wait answered no step at its position"));
+        };
+        self.saved.push(step.clone());
+        Ok(step.output)
     }
 
     /// End the turn with `state` and continue with `message` as the next turn, appended at the
