@@ -47,6 +47,9 @@ fn handler(route: Route) -> MethodRouter<AppState> {
         Route::Status => on(method, status),
         Route::ListSchemas => on(method, list_schemas),
         Route::RegisterSchema => on(method, register_schema),
+        Route::Runs => on(method, runs),
+        Route::GetRun => on(method, get_run),
+        Route::RunStats => on(method, run_stats),
     }
 }
 
@@ -163,6 +166,30 @@ async fn history(
     Query(q): Query<HistoryQuery>,
 ) -> ApiResult<Json<HistoryResponse>> {
     Ok(Json(engine.history(q).await?))
+}
+
+async fn runs(Ns(engine): Ns, Query(q): Query<RunsQuery>) -> ApiResult<Json<RunPage>> {
+    Ok(Json(engine.runs(q).await?))
+}
+
+#[derive(Deserialize)]
+struct RunRead {
+    run: String,
+}
+
+async fn get_run(Ns(engine): Ns, Query(q): Query<RunRead>) -> ApiResult<Json<WorkflowRun>> {
+    Ok(Json(engine.run(&q.run).await?))
+}
+
+/// `hours`: 1–720, default 24.
+#[derive(Deserialize)]
+struct StatsRead {
+    #[serde(default)]
+    hours: Option<u32>,
+}
+
+async fn run_stats(Ns(engine): Ns, Query(q): Query<StatsRead>) -> ApiResult<Json<RunStats>> {
+    Ok(Json(engine.run_stats(q.hours.unwrap_or(24)).await?))
 }
 
 /// The query of the turn route: LBB's `id` and `turn`, and the turnwise extension `wait_ms`.

@@ -123,6 +123,10 @@ pub struct EngineConfig {
     pub backoff_base: Duration,
     /// The longest retry delay. Default 60 s.
     pub backoff_max: Duration,
+    /// How long run summaries ([`WorkflowRun`]) are kept after their run ended. Default 30
+    /// days; zero keeps them all. Commits that write run summaries delete expired ones, a
+    /// bounded number at a time.
+    pub run_retention: Duration,
 }
 
 impl Default for EngineConfig {
@@ -135,6 +139,7 @@ impl Default for EngineConfig {
             max_claim_wait: Duration::from_secs(10),
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
+            run_retention: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -380,7 +385,7 @@ impl Engine {
         durability: Durability,
     ) -> Result<bool> {
         self.stamp(read_rev, &mut inst);
-        match self.write(read_rev, inst, turns, durability).await? {
+        match self.write(read_rev, inst, turns, durability, Vec::new()).await? {
             Committed::Done => Ok(true),
             Committed::Conflict => Ok(false),
             Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
@@ -398,7 +403,29 @@ impl Engine {
         durability: Durability,
     ) -> Result<Committed> {
         self.stamp(read_rev, inst);
-        self.write(read_rev, inst.clone(), turns, durability).await
+        self.write(read_rev, inst.clone(), turns, durability, Vec::new())
+            .await
+    }
+
+    /// [`Engine::commit_owned`] with the summaries of runs that ended in this decision but
+    /// that no turn of the write set carries any more (a claim that ends an expired run and
+    /// starts the next one in one commit).
+    async fn commit_with_runs(
+        &self,
+        read_rev: Option<u64>,
+        mut inst: InstanceRecord,
+        turns: Vec<TurnRecord>,
+        durability: Durability,
+        runs: Vec<WorkflowRun>,
+    ) -> Result<bool> {
+        self.stamp(read_rev, &mut inst);
+        match self.write(read_rev, inst, turns, durability, runs).await? {
+            Committed::Done => Ok(true),
+            Committed::Conflict => Ok(false),
+            Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
+                "a turn made by the engine reused message id `{message_id}`"
+            ))),
+        }
     }
 
     /// The revision and time a commit gives the instance.
@@ -408,15 +435,25 @@ impl Engine {
     }
 
     /// Commit `inst` (stamped) with `turns`, then ring the claims and wake the waiters the
-    /// commit concerns.
+    /// commit concerns. The runs the turns ended are summarized into the same write set,
+    /// with `runs`.
     async fn write(
         &self,
         read_rev: Option<u64>,
         inst: InstanceRecord,
-        turns: Vec<TurnRecord>,
+        mut turns: Vec<TurnRecord>,
         durability: Durability,
+        mut runs: Vec<WorkflowRun>,
     ) -> Result<Committed> {
         let now = inst.updated_at_ms;
+        for t in &mut turns {
+            if let Some(ending) = t.run_ending.take() {
+                runs.extend(rules::run_summary(&self.ns, &inst, t, ending));
+            }
+        }
+        let keep_runs = self.inner.config.run_retention;
+        let prune_runs_before = (!runs.is_empty() && !keep_runs.is_zero())
+            .then(|| now.saturating_sub(keep_runs.as_millis() as Millis));
         let finished = turns.iter().any(TurnRecord::is_finished);
         let settled = turns.iter().any(|t| t.status.is_outcome());
         let policy = self.inner.config.retention;
@@ -438,6 +475,8 @@ impl Engine {
             instance: Some(inst),
             turns,
             retention,
+            runs,
+            prune_runs_before,
             durability,
         };
         let started = std::time::Instant::now();

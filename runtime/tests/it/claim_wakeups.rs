@@ -98,6 +98,19 @@ impl Store for Counting {
     ) -> Result<Option<Millis>, StoreError> {
         self.inner.next_due(ns, workflows).await
     }
+    async fn list_runs(
+        &self,
+        ns: &str,
+        filter: RunFilter,
+    ) -> Result<Vec<WorkflowRun>, StoreError> {
+        self.inner.list_runs(ns, filter).await
+    }
+    async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError> {
+        self.inner.load_run(ns, run_id).await
+    }
+    async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError> {
+        self.inner.count_runs(ns, since_ms).await
+    }
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
         let r = self.inner.commit(write).await;
         if matches!(r, Err(CommitError::Conflict)) {

@@ -72,6 +72,8 @@ fn write(instance: InstanceRecord, expected: Option<u64>, turns: Vec<TurnRecord>
         instance: Some(instance),
         turns,
         retention: None,
+    runs: Vec::new(),
+    prune_runs_before: None,
         durability: Durability::Durable,
     }
 }
@@ -88,6 +90,8 @@ fn delete(ns: &str, id: &str, expected: u64) -> WriteSet {
         instance: None,
         turns: Vec::new(),
         retention: None,
+    runs: Vec::new(),
+    prune_runs_before: None,
         durability: Durability::Durable,
     }
 }
