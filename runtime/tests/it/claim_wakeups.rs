@@ -14,7 +14,8 @@ use serde_json::json;
 use turnwise::clock::SystemClock;
 use turnwise::protocol::*;
 use turnwise::store::{
-    CommitError, InstanceFilter, InstanceRecord, MemoryStore, Store, StoreError, TurnRange,
+    CommitError, InstanceFilter, InstanceRecord, MemoryStore, RunCount, RunFilter, Store,
+    StoreError, TurnRange,
     TurnRecord, WriteSet,
 };
 use turnwise::{Backend, Engine, EngineConfig};
