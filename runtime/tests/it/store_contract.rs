@@ -1116,9 +1116,9 @@ async fn sqlite_relaxed_and_durable_commits_persist() {
     assert_eq!(load_turn(&s, "r0", 1).await, Some(finished(1, "m", 3)));
 }
 
-/// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal) and 3
-/// (no quarantine table) open: they are moved to version 4, and their instances and turns read
-/// as before.
+/// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal), 3
+/// (no quarantine table) and 4 (no runs and schemas tables) open: they are moved to version 5,
+/// and their instances and turns read as before.
 #[tokio::test]
 async fn sqlite_migrates_older_schema_versions() {
     // Turn 2 is the instance's one unfinished turn.
@@ -1126,7 +1126,7 @@ async fn sqlite_migrates_older_schema_versions() {
         pending: vec![2],
         ..inst("a", revision)
     };
-    for old in [1, 2, 3] {
+    for old in [1, 2, 3, 4] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
         {
@@ -1137,8 +1137,12 @@ async fn sqlite_migrates_older_schema_versions() {
         {
             // Put the file back as that version wrote it.
             let conn = rusqlite::Connection::open(&path).unwrap();
-            conn.execute_batch("DROP TABLE quarantine; PRAGMA user_version = 3;")
+            conn.execute_batch("DROP TABLE runs; DROP TABLE schemas; PRAGMA user_version = 4;")
                 .unwrap();
+            if old <= 3 {
+                conn.execute_batch("DROP TABLE quarantine; PRAGMA user_version = 3;")
+                    .unwrap();
+            }
             if old <= 2 {
                 conn.execute_batch("DROP TABLE journal; PRAGMA user_version = 2;")
                     .unwrap();
@@ -1172,7 +1176,11 @@ async fn sqlite_migrates_older_schema_versions() {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
+        let runs: i64 = conn
+            .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+            .expect("the runs table exists after the migration");
+        assert_eq!(runs, 0);
         let quarantined: i64 = conn
             .query_row("SELECT COUNT(*) FROM quarantine", [], |r| r.get(0))
             .expect("the quarantine table exists after the migration");
@@ -1472,4 +1480,60 @@ async fn runs_pruned_in_bounded_batches(s: &dyn Store) {
         [format!("0000000005000-a-{}", many + 1)],
         "runs that ended at or after the limit are kept"
     );
+}
+
+/// A PostgreSQL schema of version 1 (no runs and schemas tables) is moved to version 2 when a
+/// store connects, keeping its rows; a version newer than this turnwise knows is refused.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_migrates_version_1_and_refuses_newer() {
+    let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_migrates").await
+    else {
+        return;
+    };
+    {
+        let s = db.store().await;
+        ok(&s, create(inst("a", 1), vec![turn(1, "m1")])).await;
+    }
+    let (client, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(
+            "DROP TABLE runs; DROP TABLE schemas; \
+             UPDATE turnwise_meta SET value = 1 WHERE name = 'schema_version'",
+        )
+        .await
+        .unwrap();
+    let s = db.store().await;
+    assert_eq!(load(&s, "a").await, Some(inst("a", 1)), "rows are kept");
+    let mut w = write(inst("a", 2), Some(1), vec![]);
+    w.runs = vec![run("a", 1, 1_000, 2_000, "completed")];
+    ok(&s, w).await;
+    assert_eq!(
+        s.list_runs(NS, run_filter(None, None, 10))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "the runs table exists after the migration"
+    );
+    let version: i64 = client
+        .query_one(
+            "SELECT value FROM turnwise_meta WHERE name = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
+    drop(s);
+    client
+        .batch_execute("UPDATE turnwise_meta SET value = 99 WHERE name = 'schema_version'")
+        .await
+        .unwrap();
+    let refused = turnwise::store::PostgresStore::connect_with(&db.url(), db.options()).await;
+    let err = refused.expect_err("a newer schema is refused");
+    assert!(err.to_string().contains("version 99"), "{err}");
 }
