@@ -100,6 +100,14 @@ async fn a_worker_registers_schemas_and_the_server_validates_with_them() {
     }
     running.stop().await.unwrap();
 
+    // The handle reads the runs over the Http backend: the cancelled turn never ran, the
+    // conforming one ran once and completed.
+    let runs = handle.all_runs().await.unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].outcome, turnwise::protocol::RunEnd::Completed);
+    assert_eq!((runs[0].turn, runs[0].message_id.as_str()), (2, "good"));
+    assert_eq!(http.run(&runs[0].id).await.unwrap(), runs[0]);
+
     let served = server
         .api
         .scoped("")
