@@ -133,9 +133,15 @@ impl Backend for Engine {
         // is taken (or a full inbox, which must not hide a repeat) looks for the kept turn.
         let mut look_first = false;
         let mut tries = Tries::new();
+        let mut checked = false;
         loop {
             tries.next(&req.workflow_id)?;
             let mut inst = self.load(&req.workflow_id).await?;
+            if !checked {
+                // Against the registered message schema, before anything is written.
+                self.check_message_schema(&inst, &req.message).await?;
+                checked = true;
+            }
             let full = inst.pending.len() >= limits.pending_messages;
             if look_first || full {
                 if let Some(t) = self
@@ -354,6 +360,13 @@ impl Backend for Engine {
             turns: turns.iter().map(|t| rules::turn_view(&inst, t)).collect(),
             next_after,
         })
+    }
+
+    /// Keep the document in the store ([`Engine::register_schema_document`]); messages and
+    /// signals of that type and version are checked against it from now on (with the
+    /// `schema-validation` feature).
+    async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
+        self.register_schema_document(schema.clone()).await.map(drop)
     }
 
     async fn runs(&self, q: RunsQuery) -> Result<RunPage> {
@@ -821,9 +834,17 @@ impl Backend for Engine {
         validate::size("value", &req.value, limits.signal_bytes)?;
 
         let mut tries = Tries::new();
+        let mut checked = false;
         loop {
             tries.next(&req.workflow_id)?;
             let mut inst = self.load(&req.workflow_id).await?;
+            if !checked {
+                // Against the registered schema of the signal's name, before anything is
+                // written.
+                self.check_signal_schema(&inst, &req.name, &req.value)
+                    .await?;
+                checked = true;
+            }
             let mut turn = self.load_turn(&inst, req.turn).await?;
             if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
                 if s.name == req.name && s.value == req.value {

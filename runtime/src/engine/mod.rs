@@ -15,6 +15,7 @@ mod backend;
 mod claim;
 mod outcomes;
 mod rules;
+mod schemas;
 mod turns;
 mod wakeups;
 mod writes;
@@ -154,6 +155,8 @@ struct Inner {
     outcomes: outcomes::Outcomes,
     /// The instances claims are deciding on.
     claiming: claim::Claiming,
+    /// The registered schema documents of the namespaces looked at.
+    schemas: schemas::Schemas,
 }
 
 /// The message-workflow engine, in-process. Cheap to clone; clones share the store.
@@ -185,6 +188,7 @@ impl Engine {
             wakeups: wakeups::Wakeups::default(),
             claiming: claim::Claiming::default(),
             outcomes: outcomes::Outcomes::default(),
+            schemas: schemas::Schemas::default(),
         };
         let inner = Arc::new(inner);
         // Other processes' commits on a shared store ring this engine's claims and readers

@@ -83,9 +83,10 @@ pub trait Backend: Send + Sync {
 
     /// Tell the backend a workflow's JSON Schemas, so it can validate messages and signals of
     /// that workflow type and version at admission. Workers call it for every workflow they
-    /// register when they start. The embedded engine does not validate and ignores it (the
-    /// typed handles already encode values from their Rust types); a server keeps the schemas
-    /// and refuses non-conforming messages and signals with `400 schema_validation_failed`.
+    /// register before they first claim. The embedded engine and a server keep the document
+    /// in the store (it survives a restart) and refuse non-conforming messages and signals
+    /// with [`Error::SchemaValidation`](crate::Error::SchemaValidation) (`400
+    /// schema_validation_failed`), writing nothing. The default ignores it.
     async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
         let _ = schema;
         Ok(())

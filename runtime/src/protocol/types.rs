@@ -1360,6 +1360,44 @@ pub struct SchemaDocument {
     pub reply: Value,
 }
 
+/// One way a value fails a registered JSON Schema, as a
+/// [`Error::SchemaValidation`](crate::Error::SchemaValidation) lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SchemaViolation {
+    /// A JSON Pointer to the failing part of the value (`""` for the value itself).
+    pub instance_path: String,
+    /// A JSON Pointer to the schema keyword that failed.
+    pub schema_path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl SchemaViolation {
+    /// A violation at `instance_path` of the keyword at `schema_path`.
+    pub fn new(
+        instance_path: impl Into<String>,
+        schema_path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            instance_path: instance_path.into(),
+            schema_path: schema_path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// ``at `/path`: message``, the form refusals list violations in.
+    pub fn describe(&self) -> String {
+        let at = if self.instance_path.is_empty() {
+            "/"
+        } else {
+            self.instance_path.as_str()
+        };
+        format!("at `{at}`: {}", self.message)
+    }
+}
+
 /// A field that is present reads as `Some`, even when it is `null` (which serde's `Option`
 /// would read as `None`); `#[serde(default)]` makes a missing field `None`.
 fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {

@@ -186,6 +186,8 @@ pub struct Worker {
     registry: Registry,
     options: Options,
     clock: Arc<dyn Clock>,
+    /// Whether the registered workflows' schemas were registered with the backend.
+    schemas_registered: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -216,12 +218,16 @@ impl Worker {
                 progress_every: Duration::from_secs(3),
             },
             clock: Arc::new(SystemClock),
+            schemas_registered: Arc::default(),
         }
     }
 
-    /// Run this workflow's turns.
+    /// Run this workflow's turns. Its schemas are registered with the backend
+    /// ([`Worker::register_schemas`]) before the worker's first claim, so that the engine or
+    /// server checks the messages and signals admitted for it.
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
         self.registry.add(workflow);
+        self.schemas_registered = Arc::default();
         self
     }
 
@@ -273,6 +279,7 @@ impl Worker {
     /// Claim one ready turn without waiting and run it to the end of its attempt. Returns
     /// whether a turn was claimed.
     pub async fn run_once(&self) -> Result<bool, Error> {
+        self.register_schemas_once().await;
         let (_tx, stop) = watch::channel(Stop::Running);
         match self
             .backend
@@ -351,13 +358,27 @@ impl Worker {
                 n += 1;
             }
         }
+        self.schemas_registered
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(n)
     }
 
-    async fn serve(self: Arc<Self>, stop: Arc<watch::Sender<Stop>>) -> Result<(), Error> {
+    /// [`Worker::register_schemas`] unless done since the last [`Worker::register`]; a
+    /// refusal is reported, not fatal, and tried again next time.
+    async fn register_schemas_once(&self) {
+        if self
+            .schemas_registered
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
         if let Err(e) = self.register_schemas().await {
             tracing::warn!(error = %e, "registering workflow schemas failed; admissions go unvalidated");
         }
+    }
+
+    async fn serve(self: Arc<Self>, stop: Arc<watch::Sender<Stop>>) -> Result<(), Error> {
+        self.register_schemas_once().await;
         let mut slots = JoinSet::new();
         for slot in 0..self.options.concurrency {
             slots.spawn(self.clone().slot(slot, stop.subscribe()));

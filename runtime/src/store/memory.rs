@@ -27,6 +27,8 @@ struct Data {
     instances: BTreeMap<(String, String), Entry>,
     // (ns, run id) -> summary.
     runs: BTreeMap<(String, String), WorkflowRun>,
+    // (ns, type, version) -> schema document.
+    schemas: BTreeMap<(String, String, String), String>,
 }
 
 impl MemoryStore {
@@ -240,6 +242,32 @@ impl Store for MemoryStore {
                     outcome,
                     runs,
                 })
+                .collect()
+        }))
+    }
+
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError> {
+        self.with_all(|d| {
+            d.schemas.insert(
+                (ns.to_owned(), workflow_type.to_owned(), version.to_owned()),
+                document.to_owned(),
+            )
+        });
+        Ok(())
+    }
+
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.with_all(|d| {
+            d.schemas
+                .iter()
+                .filter(|((n, _, _), _)| n == ns)
+                .map(|(_, doc)| doc.clone())
                 .collect()
         }))
     }

@@ -531,6 +531,18 @@ pub trait Store: Send + Sync + 'static {
     /// start and outcome.
     async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError>;
 
+    /// Keep the registered schema document of one workflow type and version (its JSON text),
+    /// replacing the one kept before; durable when it returns.
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError>;
+    /// The schema documents kept for a namespace (their JSON text), by type and version.
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError>;
+
     /// Delete a quarantined instance, one whose reads answer [`StoreError::Unreadable`], with
     /// every row the store keeps of it, and lift its quarantine. The engine cannot read such an
     /// instance to delete it the usual way. Answers whether there was one to delete.

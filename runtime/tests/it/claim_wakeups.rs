@@ -112,6 +112,20 @@ impl Store for Counting {
     async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError> {
         self.inner.count_runs(ns, since_ms).await
     }
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .save_schema(ns, workflow_type, version, document)
+            .await
+    }
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.load_schemas(ns).await
+    }
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
         let r = self.inner.commit(write).await;
         if matches!(r, Err(CommitError::Conflict)) {

@@ -11,6 +11,7 @@ mod common;
 
 mod claim_wakeups;
 mod crash;
+mod embedded_schemas;
 mod http_retry;
 mod http_tls;
 mod protocol_unknown_values;

@@ -892,6 +892,34 @@ impl Store for PostgresStore {
             .collect()
     }
 
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError> {
+        self.query(
+            "INSERT INTO schemas (ns, workflow_type, version, body) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (ns, workflow_type, version) DO UPDATE SET body = EXCLUDED.body",
+            &[&ns, &workflow_type, &version, &document],
+            || format!("keep the schema of {workflow_type} {version}"),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .query(
+                "SELECT body FROM schemas WHERE ns = $1 ORDER BY workflow_type, version",
+                &[&ns],
+                || "read the schemas".into(),
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
     async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {
         let Some(row) = self
             .query_opt(

@@ -1442,6 +1442,58 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError> {
+        // Rare (workers register when they start): a short-lived connection of its own, which
+        // waits for the writer's lock like any other SQLite connection, and syncs its commit.
+        let path = self.shared.path.clone();
+        let row = (
+            ns.to_owned(),
+            workflow_type.to_owned(),
+            version.to_owned(),
+            document.to_owned(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let conn = Connection::open_with_flags(
+                &path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(db(format_args!("open {}", path.display())))?;
+            configure(&conn, &path)?;
+            conn.execute_batch("PRAGMA synchronous = FULL")
+                .map_err(db("set synchronous"))?;
+            conn.execute(
+                "INSERT INTO schemas (ns, workflow_type, version, body) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (ns, workflow_type, version) DO UPDATE SET body = excluded.body",
+                params![row.0, row.1, row.2, row.3],
+            )
+            .map_err(db(format_args!(
+                "keep the schema of {} {}",
+                row.1, row.2
+            )))?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::caused("sqlite: schema write task failed", e))?
+    }
+
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError> {
+        let ns = ns.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT body FROM schemas WHERE ns = ?1 ORDER BY workflow_type, version",
+            )
+            .and_then(|mut s| s.query_map(params![ns], |r| r.get(0))?.collect())
+            .map_err(db("read the schemas"))
+        })
+        .await
+    }
+
     async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {
         let key = (ns.to_owned(), id.to_owned());
         if !self.shared.quarantine.contains(&key) {
