@@ -36,7 +36,10 @@ async fn all_runs<B: Backend + ?Sized>(b: &B, id: Option<&str>, limit: u32) -> V
             .await,
             "list runs",
         );
-        assert!(page.runs.len() <= limit as usize, "a page holds at most `limit` runs");
+        assert!(
+            page.runs.len() <= limit as usize,
+            "a page holds at most `limit` runs"
+        );
         assert_eq!(
             page.has_more,
             page.next_cursor.is_some(),
@@ -60,7 +63,12 @@ fn outcomes(runs: &[WorkflowRun]) -> Vec<RunEnd> {
 }
 
 fn run_id(task: &TurnTask) -> String {
-    task.turn.run.as_ref().expect("a claimed turn has a run").id.clone()
+    task.turn
+        .run
+        .as_ref()
+        .expect("a claimed turn has a run")
+        .id
+        .clone()
 }
 
 /// One summary per attempt: a run suspended by a sleep or a signal wait, then resumed, stays
@@ -83,7 +91,11 @@ pub async fn one_summary_per_attempt(f: impl Fixture) {
     );
     sleep(&b, &lease(&first), 0, "nap", 1_000).await;
     let runs = runs_of(&b, "inst-1").await;
-    assert_eq!(outcomes(&runs), [RunEnd::Sleeping], "the sleep ended the run");
+    assert_eq!(
+        outcomes(&runs),
+        [RunEnd::Sleeping],
+        "the sleep ended the run"
+    );
     assert_eq!(runs[0].id, run1);
     assert_eq!(runs[0].turn_status, TurnStatus::Waiting);
     assert_eq!(runs[0].attempt, 1);
@@ -105,16 +117,28 @@ pub async fn one_summary_per_attempt(f: impl Fixture) {
     assert_eq!(runs[0].id, run1);
     signal(&b, "inst-1", 1, "s1", "go", json!(true)).await;
     let task = claim(&b, "the signal arrived").await;
-    assert_eq!(run_id(&task), run1, "a run resumed after a signal is the same run");
+    assert_eq!(
+        run_id(&task),
+        run1,
+        "a run resumed after a signal is the same run"
+    );
     step(&b, &lease(&task), 2, "work", json!(1)).await;
     fail(&b, &lease(&task), "RuntimeError: boom").await;
     let runs = runs_of(&b, "inst-1").await;
-    assert_eq!(outcomes(&runs), [RunEnd::Failed], "still one run: the attempt failed");
+    assert_eq!(
+        outcomes(&runs),
+        [RunEnd::Failed],
+        "still one run: the attempt failed"
+    );
     let failed = &runs[0];
     assert_eq!(failed.error.as_deref(), Some("RuntimeError: boom"));
     assert_eq!(failed.turn_status, TurnStatus::Queued, "the turn backs off");
     assert_eq!(
-        failed.steps.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(),
+        failed
+            .steps
+            .iter()
+            .map(|s| s.key.as_str())
+            .collect::<Vec<_>>(),
         ["nap", "wait", "work"],
         "the run saved the sleep, the signal wait and the step"
     );
@@ -136,7 +160,10 @@ pub async fn one_summary_per_attempt(f: impl Fixture) {
     );
     assert_eq!(runs[0].id, run2);
     assert!(
-        runs[0].error.as_deref().is_some_and(|e| e.contains("lease")),
+        runs[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("lease")),
         "a lost lease says so: {:?}",
         runs[0].error
     );
@@ -160,7 +187,11 @@ pub async fn one_summary_per_attempt(f: impl Fixture) {
     assert_eq!(done.turn_status, TurnStatus::Completed);
     assert_eq!(done.error, None, "a completed run carries no error");
     assert_eq!(
-        (done.workflow_id.as_str(), done.workflow_type.as_str(), done.version.as_str()),
+        (
+            done.workflow_id.as_str(),
+            done.workflow_type.as_str(),
+            done.version.as_str()
+        ),
         ("inst-1", TYPE, VERSION)
     );
     assert_eq!((done.turn, done.message_id.as_str()), (1, "m1"));
@@ -201,15 +232,29 @@ pub async fn summary_fields(f: impl Fixture) {
         "the server keeps run results, so the task offers results_max"
     );
     let l = lease(&task);
-    ok(b.operation(operation_request(&l, 0, "crawl")).await, "operation");
-    for (seq, (phase, done)) in [("listing", 1), ("listing", 2), ("reading", 1), ("reading", 3)]
-        .into_iter()
-        .enumerate()
+    ok(
+        b.operation(operation_request(&l, 0, "crawl")).await,
+        "operation",
+    );
+    for (seq, (phase, done)) in [
+        ("listing", 1),
+        ("listing", 2),
+        ("reading", 1),
+        ("reading", 3),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let details = json!({"phase": phase, "done": done, "total": 3, "unit": "pages"});
         ok(
-            b.progress(progress_request(&l, "crawl", seq as u64 + 1, details, json!(null)))
-                .await,
+            b.progress(progress_request(
+                &l,
+                "crawl",
+                seq as u64 + 1,
+                details,
+                json!(null),
+            ))
+            .await,
             "progress",
         );
         advance_ms(&f, 10);
@@ -261,7 +306,10 @@ pub async fn summary_fields(f: impl Fixture) {
     );
     let counters = r.counters.as_ref().expect("counters");
     assert_eq!(
-        counters.iter().map(|(k, v)| (k.as_str(), *v)).collect::<Vec<_>>(),
+        counters
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect::<Vec<_>>(),
         [("links", 12), ("pages", 3)],
         "whole numbers by name; a negative one is left out"
     );
@@ -307,7 +355,11 @@ pub async fn paging_get_and_stats(f: impl Fixture) {
     run_next(&b, json!(null)).await;
 
     let everything = all_runs(&b, None, 2).await;
-    assert_eq!(everything.len(), 6, "every run of the namespace, in pages of 2");
+    assert_eq!(
+        everything.len(),
+        6,
+        "every run of the namespace, in pages of 2"
+    );
     let ids: Vec<&str> = everything.iter().map(|r| r.id.as_str()).collect();
     let mut sorted = ids.clone();
     sorted.sort_unstable_by(|a, b| b.cmp(a));
@@ -315,7 +367,10 @@ pub async fn paging_get_and_stats(f: impl Fixture) {
     assert_eq!(ids, sorted, "newest first, no run twice");
     assert_eq!(everything[0].workflow_id, "inst-2", "the newest run first");
 
-    let first = ok(b.runs(RunsQuery::instance("inst-1").limit(2)).await, "page 1");
+    let first = ok(
+        b.runs(RunsQuery::instance("inst-1").limit(2)).await,
+        "page 1",
+    );
     assert_eq!(
         first.runs.iter().map(|r| r.turn).collect::<Vec<_>>(),
         [5, 4]
@@ -352,7 +407,10 @@ pub async fn paging_get_and_stats(f: impl Fixture) {
     let stats = ok(b.run_stats(2).await, "runs by hour");
     assert_eq!(stats.hours, 2);
     assert_eq!(stats.by_hour.len(), 2, "one entry per hour asked for");
-    assert_eq!(stats.by_hour[1].start_ms - stats.by_hour[0].start_ms, 3_600_000);
+    assert_eq!(
+        stats.by_hour[1].start_ms - stats.by_hour[0].start_ms,
+        3_600_000
+    );
     let total: u64 = stats.by_hour.iter().map(|h| h.runs).sum();
     assert_eq!(total, 6);
     let completed: u64 = stats
@@ -362,7 +420,11 @@ pub async fn paging_get_and_stats(f: impl Fixture) {
         .sum();
     assert_eq!(completed, 6);
 
-    expect_invalid(b.runs(RunsQuery::default().limit(0)).await, "limit", "limit 0");
+    expect_invalid(
+        b.runs(RunsQuery::default().limit(0)).await,
+        "limit",
+        "limit 0",
+    );
     expect_invalid(
         b.runs(RunsQuery::default().limit(101)).await,
         "limit",

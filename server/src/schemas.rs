@@ -65,4 +65,3 @@ fn collect(validator: &jsonschema::Validator, instance: &Value) -> Vec<Violation
         })
         .collect()
 }
-

@@ -366,7 +366,9 @@ impl Backend for Engine {
     /// signals of that type and version are checked against it from now on (with the
     /// `schema-validation` feature).
     async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
-        self.register_schema_document(schema.clone()).await.map(drop)
+        self.register_schema_document(schema.clone())
+            .await
+            .map(drop)
     }
 
     async fn runs(&self, q: RunsQuery) -> Result<RunPage> {
@@ -390,7 +392,9 @@ impl Backend for Engine {
         let mut runs = self.inner.store.list_runs(&self.ns, filter).await?;
         let has_more = runs.len() > limit;
         runs.truncate(limit);
-        let next_cursor = has_more.then(|| runs.last().map(|r| r.id.clone())).flatten();
+        let next_cursor = has_more
+            .then(|| runs.last().map(|r| r.id.clone()))
+            .flatten();
         Ok(RunPage {
             runs,
             next_cursor,

@@ -389,7 +389,10 @@ impl Engine {
         durability: Durability,
     ) -> Result<bool> {
         self.stamp(read_rev, &mut inst);
-        match self.write(read_rev, inst, turns, durability, Vec::new()).await? {
+        match self
+            .write(read_rev, inst, turns, durability, Vec::new())
+            .await?
+        {
             Committed::Done => Ok(true),
             Committed::Conflict => Ok(false),
             Committed::MessageIdTaken(message_id) => Err(Error::store(format!(

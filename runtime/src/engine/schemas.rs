@@ -63,9 +63,9 @@ fn compile(param: &str, schema: &Value) -> Result<Option<jsonschema::Validator>>
     if schema.is_null() {
         return Ok(None);
     }
-    jsonschema::validator_for(schema).map(Some).map_err(|e| {
-        Error::invalid(param, format!("`{param}` is not a usable JSON Schema: {e}"))
-    })
+    jsonschema::validator_for(schema)
+        .map(Some)
+        .map_err(|e| Error::invalid(param, format!("`{param}` is not a usable JSON Schema: {e}")))
 }
 
 /// Check a document and compile its validators.
@@ -204,9 +204,16 @@ impl Engine {
     }
 
     /// Check a message against its workflow's message schema, if one is registered.
-    pub(super) async fn check_message_schema(&self, inst: &InstanceRecord, message: &Value) -> Result<()> {
+    pub(super) async fn check_message_schema(
+        &self,
+        inst: &InstanceRecord,
+        message: &Value,
+    ) -> Result<()> {
         #[cfg(feature = "schema-validation")]
-        if let Some(entry) = self.schema_entry(&inst.workflow_type, &inst.version).await? {
+        if let Some(entry) = self
+            .schema_entry(&inst.workflow_type, &inst.version)
+            .await?
+        {
             if let Some(v) = &entry.message {
                 let what = format!(
                     "the message schema of {} {}",
@@ -227,7 +234,10 @@ impl Engine {
         value: &Value,
     ) -> Result<()> {
         #[cfg(feature = "schema-validation")]
-        if let Some(entry) = self.schema_entry(&inst.workflow_type, &inst.version).await? {
+        if let Some(entry) = self
+            .schema_entry(&inst.workflow_type, &inst.version)
+            .await?
+        {
             if let Some(v) = entry.signals.get(name) {
                 let what = format!(
                     "the schema of signal `{name}` of {} {}",

@@ -199,11 +199,7 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn list_runs(
-        &self,
-        ns: &str,
-        filter: RunFilter,
-    ) -> Result<Vec<WorkflowRun>, StoreError> {
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
         Ok(self.with_all(|d| {
             d.runs
                 .iter()
@@ -212,7 +208,12 @@ impl Store for MemoryStore {
                     n == ns && filter.before.as_deref().is_none_or(|b| id.as_str() < b)
                 })
                 .map(|(_, r)| r)
-                .filter(|r| filter.instance.as_deref().is_none_or(|i| i == r.workflow_id))
+                .filter(|r| {
+                    filter
+                        .instance
+                        .as_deref()
+                        .is_none_or(|i| i == r.workflow_id)
+                })
                 .take(filter.limit)
                 .cloned()
                 .collect()

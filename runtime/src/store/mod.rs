@@ -523,8 +523,7 @@ pub trait Store: Send + Sync + 'static {
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError>;
 
     /// List run summaries of a namespace, newest first (descending run id).
-    async fn list_runs(&self, ns: &str, filter: RunFilter)
-        -> Result<Vec<WorkflowRun>, StoreError>;
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError>;
     /// Read one run summary.
     async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError>;
     /// Count the runs of a namespace that started at or after `since_ms`, by hour of their

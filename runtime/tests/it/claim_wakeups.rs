@@ -15,8 +15,7 @@ use turnwise::clock::SystemClock;
 use turnwise::protocol::*;
 use turnwise::store::{
     CommitError, InstanceFilter, InstanceRecord, MemoryStore, RunCount, RunFilter, Store,
-    StoreError, TurnRange,
-    TurnRecord, WriteSet,
+    StoreError, TurnRange, TurnRecord, WriteSet,
 };
 use turnwise::{Backend, Engine, EngineConfig};
 
@@ -99,11 +98,7 @@ impl Store for Counting {
     ) -> Result<Option<Millis>, StoreError> {
         self.inner.next_due(ns, workflows).await
     }
-    async fn list_runs(
-        &self,
-        ns: &str,
-        filter: RunFilter,
-    ) -> Result<Vec<WorkflowRun>, StoreError> {
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
         self.inner.list_runs(ns, filter).await
     }
     async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError> {

@@ -55,7 +55,10 @@ async fn an_embedded_handle_is_refused_what_does_not_match_and_nothing_is_writte
 
     let turn = h.send(Order { pieces: 3 }, "ok").await.unwrap().number;
     env.run_until_idle().await.unwrap();
-    let e = h.signal(turn, Rating { stars: 9 }, "r-1").await.unwrap_err();
+    let e = h
+        .signal(turn, Rating { stars: 9 }, "r-1")
+        .await
+        .unwrap_err();
     assert!(
         matches!(&e, turnwise::Error::SchemaValidation { param, .. } if param == "value/stars"),
         "{e:?}"

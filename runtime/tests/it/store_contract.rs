@@ -72,8 +72,8 @@ fn write(instance: InstanceRecord, expected: Option<u64>, turns: Vec<TurnRecord>
         instance: Some(instance),
         turns,
         retention: None,
-    runs: Vec::new(),
-    prune_runs_before: None,
+        runs: Vec::new(),
+        prune_runs_before: None,
         durability: Durability::Durable,
     }
 }
@@ -90,8 +90,8 @@ fn delete(ns: &str, id: &str, expected: u64) -> WriteSet {
         instance: None,
         turns: Vec::new(),
         retention: None,
-    runs: Vec::new(),
-    prune_runs_before: None,
+        runs: Vec::new(),
+        prune_runs_before: None,
         durability: Durability::Durable,
     }
 }
@@ -1465,7 +1465,10 @@ async fn runs_pruned_in_bounded_batches(s: &dyn Store) {
     let mut w = write(inst("a", 3), Some(2), vec![]);
     w.prune_runs_before = Some(1_000);
     ok(s, w).await;
-    let left = s.list_runs(NS, run_filter(None, None, 1_000)).await.unwrap();
+    let left = s
+        .list_runs(NS, run_filter(None, None, 1_000))
+        .await
+        .unwrap();
     assert_eq!(
         left.len(),
         7,
@@ -1474,7 +1477,10 @@ async fn runs_pruned_in_bounded_batches(s: &dyn Store) {
     let mut w = write(inst("a", 4), Some(3), vec![]);
     w.prune_runs_before = Some(1_000);
     ok(s, w).await;
-    let left = s.list_runs(NS, run_filter(None, None, 1_000)).await.unwrap();
+    let left = s
+        .list_runs(NS, run_filter(None, None, 1_000))
+        .await
+        .unwrap();
     assert_eq!(
         run_ids(&left),
         [format!("0000000005000-a-{}", many + 1)],

@@ -411,7 +411,11 @@ async fn a_handle_reads_one_run_per_attempt_kept_thirty_days() {
         "{:?}",
         runs[1].error
     );
-    assert_eq!(runs[1].steps.len(), 1, "the first run saved the signal wait");
+    assert_eq!(
+        runs[1].steps.len(),
+        1,
+        "the first run saved the signal wait"
+    );
 
     env.advance(31 * DAY).await.unwrap();
     let next = h.send(Ask::Naps, "m2").await.unwrap().number;

@@ -3,8 +3,8 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 use turnwise::protocol::{
-    HistoryQuery, InboxQuery, InstanceStatus, ListInstancesQuery, RunsQuery, TurnQuery,
-    TurnStatus, WorkflowInstance, WorkflowRun, WorkflowTurn,
+    HistoryQuery, InboxQuery, InstanceStatus, ListInstancesQuery, RunsQuery, TurnQuery, TurnStatus,
+    WorkflowInstance, WorkflowRun, WorkflowTurn,
 };
 use turnwise::Backend;
 

@@ -660,8 +660,11 @@ impl PostgresStore {
 
 /// A stored run summary.
 fn decode_run(body: &str) -> Result<WorkflowRun, StoreError> {
-    serde_json::from_str(body)
-        .map_err(|e| StoreError::new(format!("postgres: a stored run summary cannot be read: {e}")))
+    serde_json::from_str(body).map_err(|e| {
+        StoreError::new(format!(
+            "postgres: a stored run summary cannot be read: {e}"
+        ))
+    })
 }
 
 fn workflow_arrays(workflows: &[WorkflowRef]) -> (Vec<&str>, Vec<&str>) {
@@ -852,11 +855,7 @@ impl Store for PostgresStore {
         self.write(&client, &write, false).await
     }
 
-    async fn list_runs(
-        &self,
-        ns: &str,
-        filter: RunFilter,
-    ) -> Result<Vec<WorkflowRun>, StoreError> {
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
         let limit = clamp(filter.limit as u64);
         let rows = self
             .query(

@@ -1368,11 +1368,7 @@ impl Store for SqliteStore {
         Ok(self.shared.schedule.next_due(ns, &workflows))
     }
 
-    async fn list_runs(
-        &self,
-        ns: &str,
-        filter: RunFilter,
-    ) -> Result<Vec<WorkflowRun>, StoreError> {
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
         if filter.limit == 0 {
             return Ok(Vec::new());
         }
@@ -1390,7 +1386,12 @@ impl Store for SqliteStore {
                 .prepare_cached(&sql)
                 .and_then(|mut s| {
                     s.query_map(
-                        params![ns, filter.instance, filter.before, clamp_usize(filter.limit)],
+                        params![
+                            ns,
+                            filter.instance,
+                            filter.before,
+                            clamp_usize(filter.limit)
+                        ],
                         |r| r.get(0),
                     )?
                     .collect()
@@ -1472,10 +1473,7 @@ impl Store for SqliteStore {
                  ON CONFLICT (ns, workflow_type, version) DO UPDATE SET body = excluded.body",
                 params![row.0, row.1, row.2, row.3],
             )
-            .map_err(db(format_args!(
-                "keep the schema of {} {}",
-                row.1, row.2
-            )))?;
+            .map_err(db(format_args!("keep the schema of {} {}", row.1, row.2)))?;
             Ok(())
         })
         .await
