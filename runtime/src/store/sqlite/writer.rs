@@ -1420,6 +1420,8 @@ mod tests {
             instance: None,
             turns: Vec::new(),
             retention: None,
+            runs: Vec::new(),
+            prune_runs_before: None,
             durability,
         };
         Request {
