@@ -61,8 +61,16 @@ impl<W: Workflow> Runnable for Registered<W> {
         WorkflowRef::new(W::NAME, W::VERSION)
     }
 
+    /// The workflow's schemas. Under a codec other than [`JsonCodec`](codec::JsonCodec) the
+    /// wire carries the codec's encoding of a message or signal, not the JSON its type's
+    /// schema describes: the message and signal schemas are left out (not checked).
     fn schema(&self) -> Option<crate::sdk::schema::WorkflowSchema> {
-        self.0.schema()
+        let mut schema = self.0.schema()?;
+        if std::any::TypeId::of::<W::Codec>() != std::any::TypeId::of::<codec::JsonCodec>() {
+            schema.message = serde_json::Value::Null;
+            schema.signals.clear();
+        }
+        Some(schema)
     }
 
     fn run(
