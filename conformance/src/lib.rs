@@ -3,7 +3,7 @@
 //!
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
-//! [`control`], [`limits`], [`nesting`], [`retention`], [`idempotence`], [`reads`],
+//! [`control`], [`limits`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
 //! [`outcomes`], [`validation`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
@@ -41,6 +41,7 @@ pub mod nesting;
 pub mod outcomes;
 pub mod reads;
 pub mod retention;
+pub mod runs;
 pub mod signals;
 pub mod steps;
 pub mod validation;
@@ -193,6 +194,14 @@ macro_rules! conformance_tests {
                 prunes_old_turns = $crate::retention::config(2, ::std::time::Duration::from_secs(1)),
                 zero_keep_turns_keeps_all = $crate::retention::config(0, ::std::time::Duration::from_secs(1)),
                 zero_keep_for_keeps_all = $crate::retention::config(1, ::std::time::Duration::ZERO),
+            }
+            runs {
+                one_summary_per_attempt,
+                cancel_ends_the_run,
+                summary_fields,
+                paging_get_and_stats,
+                kept_thirty_days,
+                zero_retention_keeps_all = $crate::runs::keep_all_config(),
             }
             idempotence {
                 checkpoint_step_repeat,

@@ -79,11 +79,17 @@ pub enum Route {
     ListSchemas,
     /// Register a workflow schema.
     RegisterSchema,
+    /// Run summaries, newest first (of an instance, or of the namespace).
+    Runs,
+    /// One run summary.
+    GetRun,
+    /// Runs by hour.
+    RunStats,
 }
 
 impl Route {
     /// Every route, grouped by path.
-    pub const ALL: [Route; 22] = [
+    pub const ALL: [Route; 25] = [
         Route::CreateInstance,
         Route::ListInstances,
         Route::GetInstance,
@@ -106,6 +112,9 @@ impl Route {
         Route::Status,
         Route::ListSchemas,
         Route::RegisterSchema,
+        Route::Runs,
+        Route::GetRun,
+        Route::RunStats,
     ];
 
     /// The route's method.
@@ -113,7 +122,7 @@ impl Route {
         use Route::*;
         match self {
             ListInstances | GetInstance | InstanceInbox | TypeInbox | History | Turn | Status
-            | ListSchemas => Method::Get,
+            | ListSchemas | Runs | GetRun | RunStats => Method::Get,
             CreateInstance | SendMessage | Control | Delete | Claim | Operation | Progress
             | Checkpoint | WaitSignal | Signal | Complete | Fail | Heartbeat | RegisterSchema => {
                 Method::Post
@@ -145,6 +154,9 @@ impl Route {
             Heartbeat => "/v1/workflows/turns/heartbeat",
             Status => "/v1/workflows/status",
             ListSchemas | RegisterSchema => "/v1/workflows/schemas",
+            Runs => "/v1/workflows/instances/runs",
+            GetRun => "/v1/workflows/instances/runs/get",
+            RunStats => "/v1/workflows/instances/runs/stats",
         }
     }
 

@@ -105,6 +105,10 @@ pub struct ServeArgs {
     /// LBB_WORKFLOW_HISTORY_KEEP_MS.
     #[arg(long, value_name = "MS", env = "TURNWISE_HISTORY_KEEP_MS")]
     history_keep_ms: Option<u64>,
+    /// Run retention: run summaries (the runs routes) are kept this many milliseconds after
+    /// their run ended [default: 2592000000, 30 days]. 0 keeps every run.
+    #[arg(long, value_name = "MS", env = "TURNWISE_RUN_KEEP_MS")]
+    run_keep_ms: Option<u64>,
     #[command(
         flatten,
         next_help_heading = "Limits (refused with a clear error before anything is written)"
@@ -174,6 +178,7 @@ struct FileConfig {
     metrics_bind: Option<String>,
     history_keep_turns: Option<u64>,
     history_keep_ms: Option<u64>,
+    run_keep_ms: Option<u64>,
     #[serde(default, deserialize_with = "file_positive")]
     limit_steps_per_turn: Option<u64>,
     #[serde(default, deserialize_with = "file_positive")]
@@ -260,6 +265,10 @@ impl Settings {
             .or(lbb(LBB_KEEP_MS)?)
             .or(file.history_keep_ms)
             .map_or(defaults.retention.keep_for, Duration::from_millis);
+        engine.run_retention = args
+            .run_keep_ms
+            .or(file.run_keep_ms)
+            .map_or(defaults.run_retention, Duration::from_millis);
 
         let l = args.limits;
         let size = |flag: Option<usize>, file: Option<u64>, key: &str, default: usize| match flag {

@@ -51,7 +51,7 @@ use turnwise::trace::TraceContext;
 use turnwise::Engine;
 
 pub use crate::error::ApiError;
-pub use crate::schemas::{SchemaDocument, SchemaRegistry};
+pub use crate::schemas::SchemaDocument;
 
 /// The largest request body accepted by default: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
@@ -219,7 +219,6 @@ pub(crate) struct AppState {
     pub(crate) engine: Engine,
     /// `engine` addressing the default namespace, for requests that name no other.
     pub(crate) default_ns: Engine,
-    pub(crate) schemas: Arc<SchemaRegistry>,
     pub(crate) options: Arc<ServerOptions>,
     pub(crate) started: Instant,
 }
@@ -246,7 +245,6 @@ impl AppState {
         AppState {
             default_ns: engine.namespace(turnwise::engine::DEFAULT_NAMESPACE),
             engine,
-            schemas: Arc::new(SchemaRegistry::default()),
             options: Arc::new(options),
             started: Instant::now(),
         }

@@ -47,6 +47,9 @@ fn handler(route: Route) -> MethodRouter<AppState> {
         Route::Status => on(method, status),
         Route::ListSchemas => on(method, list_schemas),
         Route::RegisterSchema => on(method, register_schema),
+        Route::Runs => on(method, runs),
+        Route::GetRun => on(method, get_run),
+        Route::RunStats => on(method, run_stats),
     }
 }
 
@@ -117,22 +120,8 @@ async fn get_instance(
     Ok(Json(engine.get_instance(&q.id).await?))
 }
 
-async fn message(
-    State(state): State<AppState>,
-    Ns(engine): Ns,
-    Body(req): Body<MessageRequest>,
-) -> ApiResult<Json<WorkflowTurn>> {
-    if state.schemas.count(engine.ns()) > 0 {
-        // An unknown instance is left to the engine, which answers 404.
-        if let Ok(inst) = engine.get_instance(&req.workflow_id).await {
-            state.schemas.check_message(
-                engine.ns(),
-                &inst.workflow_type,
-                &inst.version,
-                &req.message,
-            )?;
-        }
-    }
+/// The engine checks the message against its registered schema before writing anything.
+async fn message(Ns(engine): Ns, Body(req): Body<MessageRequest>) -> ApiResult<Json<WorkflowTurn>> {
     Ok(Json(engine.send_message(req).await?))
 }
 
@@ -163,6 +152,30 @@ async fn history(
     Query(q): Query<HistoryQuery>,
 ) -> ApiResult<Json<HistoryResponse>> {
     Ok(Json(engine.history(q).await?))
+}
+
+async fn runs(Ns(engine): Ns, Query(q): Query<RunsQuery>) -> ApiResult<Json<RunPage>> {
+    Ok(Json(engine.runs(q).await?))
+}
+
+#[derive(Deserialize)]
+struct RunRead {
+    run: String,
+}
+
+async fn get_run(Ns(engine): Ns, Query(q): Query<RunRead>) -> ApiResult<Json<WorkflowRun>> {
+    Ok(Json(engine.run(&q.run).await?))
+}
+
+/// `hours`: 1–720, default 24.
+#[derive(Deserialize)]
+struct StatsRead {
+    #[serde(default)]
+    hours: Option<u32>,
+}
+
+async fn run_stats(Ns(engine): Ns, Query(q): Query<StatsRead>) -> ApiResult<Json<RunStats>> {
+    Ok(Json(engine.run_stats(q.hours.unwrap_or(24)).await?))
 }
 
 /// The query of the turn route: LBB's `id` and `turn`, and the turnwise extension `wait_ms`.
@@ -265,22 +278,9 @@ async fn wait_signal(
     Ok(Json(engine.wait_signal(req).await?))
 }
 
-async fn signal(
-    State(state): State<AppState>,
-    Ns(engine): Ns,
-    Body(req): Body<SignalRequest>,
-) -> ApiResult<Json<WorkflowTurn>> {
-    if state.schemas.count(engine.ns()) > 0 {
-        if let Ok(inst) = engine.get_instance(&req.workflow_id).await {
-            state.schemas.check_signal(
-                engine.ns(),
-                &inst.workflow_type,
-                &inst.version,
-                &req.name,
-                &req.value,
-            )?;
-        }
-    }
+/// The engine checks the value against the registered schema of its name before writing
+/// anything.
+async fn signal(Ns(engine): Ns, Body(req): Body<SignalRequest>) -> ApiResult<Json<WorkflowTurn>> {
     Ok(Json(engine.signal(req).await?))
 }
 
@@ -398,18 +398,17 @@ async fn status(State(state): State<AppState>, Ns(engine): Ns) -> ApiResult<Json
         "pending_messages": pending,
         "completed_turns": completed,
         "counts_complete": complete,
-        "schemas": state.schemas.count(engine.ns()),
+        "schemas": engine.schema_documents(None, None).await?.len(),
         "shutting_down": state.options.shutdown.is_triggered(),
     })))
 }
 
+/// Kept in the store per namespace, type and version, so it survives a restart.
 async fn register_schema(
-    State(state): State<AppState>,
     Ns(engine): Ns,
     Body(doc): Body<SchemaDocument>,
 ) -> ApiResult<Json<Value>> {
-    let now = engine.clock().now_ms();
-    Ok(Json(state.schemas.register(engine.ns(), doc, now)?))
+    Ok(Json(engine.register_schema_document(doc).await?))
 }
 
 #[derive(Deserialize)]
@@ -420,16 +419,10 @@ struct SchemaQuery {
 
 /// With both `workflow_type` and `version`: that document (404 when none is registered).
 /// Otherwise `{"schemas": [...]}`, filtered by what was given.
-async fn list_schemas(
-    State(state): State<AppState>,
-    Ns(engine): Ns,
-    Query(q): Query<SchemaQuery>,
-) -> ApiResult<Json<Value>> {
-    let found = state.schemas.list(
-        engine.ns(),
-        q.workflow_type.as_deref(),
-        q.version.as_deref(),
-    );
+async fn list_schemas(Ns(engine): Ns, Query(q): Query<SchemaQuery>) -> ApiResult<Json<Value>> {
+    let found = engine
+        .schema_documents(q.workflow_type.as_deref(), q.version.as_deref())
+        .await?;
     match (&q.workflow_type, &q.version) {
         (Some(t), Some(v)) => found.into_iter().next().map(Json).ok_or_else(|| {
             ApiError::new(

@@ -101,9 +101,15 @@ const P_SIGNAL: &str = Route::Signal.path();
 const P_COMPLETE: &str = Route::Complete.path();
 const P_FAIL: &str = Route::Fail.path();
 const P_HEARTBEAT: &str = Route::Heartbeat.path();
+const P_RUNS: &str = Route::Runs.path();
+const P_RUN: &str = Route::GetRun.path();
+const P_RUN_STATS: &str = Route::RunStats.path();
 
 /// Every route without parameters of its own, whose URL [`Config::fixed`] builds once.
-const FIXED_PATHS: [&str; 19] = [
+const FIXED_PATHS: [&str; 22] = [
+    P_RUNS,
+    P_RUN,
+    P_RUN_STATS,
     P_SCHEMAS,
     P_INSTANCES,
     P_MESSAGE,
@@ -630,6 +636,26 @@ impl Backend for Http {
         push_opt(&mut q, "after", query.after);
         push_opt(&mut q, "limit", query.limit);
         self.get(P_HISTORY, q).await
+    }
+
+    /// `GET /v1/workflows/instances/runs?id=&cursor=&limit=`, retried.
+    async fn runs(&self, query: RunsQuery) -> Result<RunPage> {
+        let mut q = Vec::new();
+        push_opt(&mut q, "id", query.id);
+        push_opt(&mut q, "cursor", query.cursor);
+        push_opt(&mut q, "limit", query.limit);
+        self.get(P_RUNS, q).await
+    }
+
+    /// `GET /v1/workflows/instances/runs/get?run=`, retried.
+    async fn run(&self, run_id: &str) -> Result<WorkflowRun> {
+        self.get(P_RUN, vec![("run", run_id.to_owned())]).await
+    }
+
+    /// `GET /v1/workflows/instances/runs/stats?hours=`, retried.
+    async fn run_stats(&self, hours: u32) -> Result<RunStats> {
+        self.get(P_RUN_STATS, vec![("hours", hours.to_string())])
+            .await
     }
 
     /// `GET /v1/workflows/instances/turn?id=&turn=`, retried.

@@ -26,7 +26,10 @@ use super::writes::{
 use super::*;
 use crate::protocol::validate;
 use crate::store::Durability::{Durable, Relaxed};
-use crate::store::{InstanceFilter, TurnRange};
+use crate::store::{InstanceFilter, RunFilter, TurnRange, HOUR_MS};
+
+/// The most hours `run_stats` covers: the 30 days runs are kept by default.
+const RUN_STATS_MAX_HOURS: u32 = 720;
 
 /// The page size of a listing: `limit`, else 50 (or `max` when smaller), at most `max`.
 fn page_limit(limit: Option<u32>, max: u32) -> Result<usize> {
@@ -132,9 +135,15 @@ impl Backend for Engine {
         // is taken (or a full inbox, which must not hide a repeat) looks for the kept turn.
         let mut look_first = false;
         let mut tries = Tries::new();
+        let mut checked = false;
         loop {
             tries.next(&req.workflow_id)?;
             let mut inst = self.load(&req.workflow_id).await?;
+            if !checked {
+                // Against the registered message schema, before anything is written.
+                self.check_message_schema(&inst, &req.message).await?;
+                checked = true;
+            }
             let full = inst.pending.len() >= limits.pending_messages;
             if look_first || full {
                 if let Some(t) = self
@@ -355,6 +364,88 @@ impl Backend for Engine {
         })
     }
 
+    /// Keep the document in the store ([`Engine::register_schema_document`]); messages and
+    /// signals of that type and version are checked against it from now on (with the
+    /// `schema-validation` feature).
+    async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
+        self.register_schema_document(schema.clone())
+            .await
+            .map(drop)
+    }
+
+    async fn runs(&self, q: RunsQuery) -> Result<RunPage> {
+        let limit = page_limit(q.limit, 100)?;
+        if let Some(id) = &q.id {
+            validate::identifier("id", id)?;
+        }
+        if let Some(cursor) = &q.cursor {
+            if cursor.is_empty() || cursor.len() > 512 {
+                return Err(Error::invalid(
+                    "cursor",
+                    "pass the `next_cursor` of the previous page as it was",
+                ));
+            }
+        }
+        let filter = RunFilter {
+            instance: q.id,
+            before: q.cursor,
+            limit: limit + 1,
+        };
+        let mut runs = self.inner.store.list_runs(&self.ns, filter).await?;
+        let has_more = runs.len() > limit;
+        runs.truncate(limit);
+        let next_cursor = has_more
+            .then(|| runs.last().map(|r| r.id.clone()))
+            .flatten();
+        Ok(RunPage {
+            runs,
+            next_cursor,
+            has_more,
+        })
+    }
+
+    async fn run(&self, run_id: &str) -> Result<WorkflowRun> {
+        if run_id.is_empty() || run_id.len() > 512 {
+            return Err(Error::invalid(
+                "run",
+                "name a run by its id (a run's `id`, e.g. from the runs listing)",
+            ));
+        }
+        self.inner
+            .store
+            .load_run(&self.ns, run_id)
+            .await?
+            .ok_or_else(|| Error::not_found(format_args!("run `{run_id}`")))
+    }
+
+    async fn run_stats(&self, hours: u32) -> Result<RunStats> {
+        validate::range("hours", hours.into(), 1, RUN_STATS_MAX_HOURS.into())?;
+        let now = self.now();
+        let this_hour = now.div_euclid(HOUR_MS) * HOUR_MS;
+        let since_ms = this_hour - (Millis::from(hours) - 1) * HOUR_MS;
+        let counts = self.inner.store.count_runs(&self.ns, since_ms).await?;
+        let by_hour = (0..Millis::from(hours))
+            .map(|i| {
+                let start_ms = since_ms + i * HOUR_MS;
+                let outcomes: std::collections::BTreeMap<String, u64> = counts
+                    .iter()
+                    .filter(|c| c.hour_ms == start_ms)
+                    .map(|c| (c.outcome.clone(), c.runs))
+                    .collect();
+                RunHour {
+                    start_ms,
+                    runs: outcomes.values().sum(),
+                    outcomes,
+                }
+            })
+            .collect();
+        Ok(RunStats {
+            hours,
+            since_ms,
+            by_hour,
+        })
+    }
+
     async fn turn(&self, q: TurnQuery) -> Result<WorkflowTurn> {
         validate::identifier("id", &q.id)?;
         let mut inst = self.load(&q.id).await?;
@@ -453,6 +544,8 @@ impl Backend for Engine {
                 instance: None,
                 turns: Vec::new(),
                 retention: None,
+                runs: Vec::new(),
+                prune_runs_before: None,
                 durability: Durable,
             };
             match self.inner.store.commit(write).await {
@@ -603,6 +696,7 @@ impl Backend for Engine {
             op.details = req.details.clone();
             op.checkpoint = req.checkpoint.clone();
             op.last_heartbeat_ms = now;
+            rules::record_phase(turn, &req.details, now);
             rules::touch(turn, now);
             Ok(Decision::Write(Relaxed, Vec::new()))
         })
@@ -670,7 +764,7 @@ impl Backend for Engine {
                 let wake = now.saturating_add(delay as Millis);
                 step.delay_ms = Some(delay);
                 step.wake_at_ms = Some(wake);
-                rules::release(turn, now);
+                rules::release(turn, now, RunEnd::Sleeping);
                 turn.status = TurnStatus::Waiting;
                 turn.ready_at_ms = wake;
                 turn.resume = true;
@@ -725,7 +819,7 @@ impl Backend for Engine {
             } else {
                 let wake = now.saturating_add(req.timeout_ms as Millis);
                 step.wake_at_ms = Some(wake);
-                rules::release(turn, now);
+                rules::release(turn, now, RunEnd::WaitingSignal);
                 turn.status = TurnStatus::Waiting;
                 turn.ready_at_ms = wake;
                 turn.resume = true;
@@ -798,6 +892,9 @@ impl Backend for Engine {
             turn.completion_digest = Some(digest.clone());
             turn.resume = false;
             rules::finish(inst, turn, TurnStatus::Completed, now);
+            if let Some(ending) = turn.run_ending.as_mut() {
+                ending.results = req.results.clone();
+            }
             turn_size(turn, limits.turn_bytes)?;
             inst.state = req.state.clone();
             Ok(Decision::Write(Durable, extra))
@@ -825,7 +922,7 @@ impl Backend for Engine {
                     now.saturating_add(RETRY_AT_AHEAD.min as Millis),
                     now.saturating_add(RETRY_AT_AHEAD.max as Millis),
                 );
-                rules::release(turn, now);
+                rules::release(turn, now, RunEnd::Waiting);
                 turn.status = TurnStatus::Waiting;
                 turn.ready_at_ms = at;
                 turn.wait = Some(TurnWait {
@@ -841,6 +938,9 @@ impl Backend for Engine {
                 rules::exhaust(inst, turn, now);
             } else {
                 rules::fail_attempt(inst, turn, now, error.clone(), config);
+            }
+            if let Some(ending) = turn.run_ending.as_mut() {
+                ending.results = req.results.clone();
             }
             rules::touch(turn, now);
             Ok(Decision::Write(Durable, Vec::new()))
@@ -868,9 +968,17 @@ impl Engine {
         let limits = &self.inner.config.limits;
 
         let mut tries = Tries::new();
+        let mut checked = false;
         loop {
             tries.next(&req.workflow_id)?;
             let mut inst = self.load(&req.workflow_id).await?;
+            if !checked {
+                // Against the registered schema of the signal's name, before anything is
+                // written (a child's outcome signal has a name no schema declares).
+                self.check_signal_schema(&inst, &req.name, &req.value)
+                    .await?;
+                checked = true;
+            }
             let mut turn = self.load_turn(&inst, req.turn).await?;
             if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
                 if s.name == req.name && s.value == req.value {

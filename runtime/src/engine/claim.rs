@@ -150,6 +150,12 @@ impl Engine {
                 }
                 return Ok(None);
             }
+            // A run that ended in this decision (its lease expired just now) is summarized
+            // before the next one takes its place on the turn.
+            let mut ended = Vec::new();
+            if let Some(ending) = head.run_ending.take() {
+                ended.extend(rules::run_summary(&self.ns, &inst, &head, ending));
+            }
             // A claim after a sleep, a signal wait or a `retry_at_ms` wait resumes the same
             // attempt, and so the same run (wire.md §3.4: one run per attempt); any other
             // claim starts a new attempt with a new run.
@@ -172,13 +178,19 @@ impl Engine {
                     run.queue_after = None;
                 }
                 _ => {
+                    let mut id = format!("{now:013}-{}-{}", inst.id, head.number);
+                    if head.run.as_ref().is_some_and(|r| r.id == id) {
+                        // The previous run of the turn started in the same millisecond.
+                        id = format!("{id}~{}", head.claims);
+                    }
                     head.run = Some(TurnRun {
-                        id: format!("{now:013}-{}-{}", inst.id, head.number),
+                        id,
                         started_at_ms: now,
                         queue_before: inst.pending.len() as u64,
                         ended_at_ms: None,
                         queue_after: None,
                         usage: None,
+                        phases: None,
                     })
                 }
             }
@@ -192,9 +204,10 @@ impl Engine {
                 effect_prefix: head.effect_prefix.clone(),
                 turn: rules::turn_view(&inst, &head),
                 steps_max: Some(self.inner.config.limits.steps_per_turn as u64),
+                results_max: Some(RunResultsReport::MAX_INPUTS as u64),
             };
             if self
-                .commit_owned(Some(read_rev), inst, vec![head], Relaxed)
+                .commit_with_runs(Some(read_rev), inst, vec![head], Relaxed, ended)
                 .await?
             {
                 return Ok(Some(task));

@@ -16,6 +16,7 @@ mod children;
 mod claim;
 mod outcomes;
 mod rules;
+mod schemas;
 mod turns;
 mod wakeups;
 mod writes;
@@ -124,6 +125,10 @@ pub struct EngineConfig {
     pub backoff_base: Duration,
     /// The longest retry delay. Default 60 s.
     pub backoff_max: Duration,
+    /// How long run summaries ([`WorkflowRun`]) are kept after their run ended. Default 30
+    /// days; zero keeps them all. Commits that write run summaries delete expired ones, a
+    /// bounded number at a time.
+    pub run_retention: Duration,
 }
 
 impl Default for EngineConfig {
@@ -136,6 +141,7 @@ impl Default for EngineConfig {
             max_claim_wait: Duration::from_secs(10),
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
+            run_retention: Duration::from_secs(30 * 24 * 3600),
         }
     }
 }
@@ -152,6 +158,8 @@ struct Inner {
     claiming: claim::Claiming,
     /// Whether child outcomes stay in their outboxes (crash tests; see `children.rs`).
     hold_deliveries: std::sync::atomic::AtomicBool,
+    /// The registered schema documents of the namespaces looked at.
+    schemas: schemas::Schemas,
 }
 
 /// The message-workflow engine, in-process. Cheap to clone; clones share the store.
@@ -184,6 +192,7 @@ impl Engine {
             claiming: claim::Claiming::default(),
             outcomes: outcomes::Outcomes::default(),
             hold_deliveries: std::sync::atomic::AtomicBool::new(false),
+            schemas: schemas::Schemas::default(),
         };
         let inner = Arc::new(inner);
         // Other processes' commits on a shared store ring this engine's claims and readers
@@ -384,7 +393,10 @@ impl Engine {
         durability: Durability,
     ) -> Result<bool> {
         self.stamp(read_rev, &mut inst);
-        match self.write(read_rev, inst, turns, durability).await? {
+        match self
+            .write(read_rev, inst, turns, durability, Vec::new())
+            .await?
+        {
             Committed::Done => Ok(true),
             Committed::Conflict => Ok(false),
             Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
@@ -402,7 +414,29 @@ impl Engine {
         durability: Durability,
     ) -> Result<Committed> {
         self.stamp(read_rev, inst);
-        self.write(read_rev, inst.clone(), turns, durability).await
+        self.write(read_rev, inst.clone(), turns, durability, Vec::new())
+            .await
+    }
+
+    /// [`Engine::commit_owned`] with the summaries of runs that ended in this decision but
+    /// that no turn of the write set carries any more (a claim that ends an expired run and
+    /// starts the next one in one commit).
+    async fn commit_with_runs(
+        &self,
+        read_rev: Option<u64>,
+        mut inst: InstanceRecord,
+        turns: Vec<TurnRecord>,
+        durability: Durability,
+        runs: Vec<WorkflowRun>,
+    ) -> Result<bool> {
+        self.stamp(read_rev, &mut inst);
+        match self.write(read_rev, inst, turns, durability, runs).await? {
+            Committed::Done => Ok(true),
+            Committed::Conflict => Ok(false),
+            Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
+                "a turn made by the engine reused message id `{message_id}`"
+            ))),
+        }
     }
 
     /// The revision and time a commit gives the instance.
@@ -412,13 +446,15 @@ impl Engine {
     }
 
     /// Commit `inst` (stamped) with `turns`, then ring the claims and wake the waiters the
-    /// commit concerns.
+    /// commit concerns. The runs the turns ended are summarized into the same write set,
+    /// with `runs`.
     async fn write(
         &self,
         read_rev: Option<u64>,
         mut inst: InstanceRecord,
-        turns: Vec<TurnRecord>,
+        mut turns: Vec<TurnRecord>,
         durability: Durability,
+        mut runs: Vec<WorkflowRun>,
     ) -> Result<Committed> {
         let now = inst.updated_at_ms;
         // A child turn's outcome is queued for its parent in this same commit, and keeps the
@@ -427,6 +463,14 @@ impl Engine {
         if !inst.outbox.is_empty() {
             inst.due_at_ms = Some(inst.due_at_ms.map_or(now, |d| d.min(now)));
         }
+        for t in &mut turns {
+            if let Some(ending) = t.run_ending.take() {
+                runs.extend(rules::run_summary(&self.ns, &inst, t, ending));
+            }
+        }
+        let keep_runs = self.inner.config.run_retention;
+        let prune_runs_before = (!runs.is_empty() && !keep_runs.is_zero())
+            .then(|| now.saturating_sub(keep_runs.as_millis() as Millis));
         let finished = turns.iter().any(TurnRecord::is_finished);
         let settled = turns.iter().any(|t| t.status.is_outcome());
         let policy = self.inner.config.retention;
@@ -449,6 +493,8 @@ impl Engine {
             instance: Some(inst),
             turns,
             retention,
+            runs,
+            prune_runs_before,
             durability,
         };
         let started = std::time::Instant::now();

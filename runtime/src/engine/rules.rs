@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use super::EngineConfig;
 use crate::protocol::error::Error;
 use crate::protocol::*;
-use crate::store::{InstanceRecord, TurnRecord};
+use crate::store::{InstanceRecord, RunEnding, TurnRecord};
 
 /// What [`settle`] did to a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub(super) fn settle(
                     inst.lease_ms
                 );
                 // The lease already made the turn wait, so it is ready again at once.
-                return end_attempt(inst, head, now, why, 0);
+                return end_attempt(inst, head, now, why, 0, RunEnd::LeaseLost);
             }
             Settled::Unchanged
         }
@@ -89,7 +89,7 @@ pub(super) fn fail_attempt(
     cfg: &EngineConfig,
 ) -> Settled {
     let delay = backoff(head.attempt, cfg);
-    end_attempt(inst, head, now, error, delay)
+    end_attempt(inst, head, now, error, delay, RunEnd::Failed)
 }
 
 fn end_attempt(
@@ -98,8 +98,9 @@ fn end_attempt(
     now: Millis,
     error: String,
     delay_ms: Millis,
+    end: RunEnd,
 ) -> Settled {
-    release(head, now);
+    release(head, now, end);
     head.error = Some(error);
     head.resume = false;
     if head.attempt >= inst.max_attempts {
@@ -112,7 +113,7 @@ fn end_attempt(
 
 /// A turn out of attempts: blocks the inbox, or moves to history with `on_exhausted = skip`.
 pub(super) fn exhaust(inst: &mut InstanceRecord, head: &mut TurnRecord, now: Millis) -> Settled {
-    release(head, now);
+    release(head, now, RunEnd::Failed);
     match inst.on_exhausted {
         OnExhausted::Skip => {
             finish(inst, head, TurnStatus::Failed, now);
@@ -127,15 +128,164 @@ pub(super) fn exhaust(inst: &mut InstanceRecord, head: &mut TurnRecord, now: Mil
 
 /// End the lease: the token no longer holds the turn. A running operation is kept as
 /// `last_operation` so the next attempt of the same step resumes from its cursor.
-pub(super) fn release(turn: &mut TurnRecord, now: Millis) {
+///
+/// A run still going ends here, as `end` says, and the turn carries that until the commit
+/// writes the run's summary. A suspended run (sleep, signal or retry wait) that is cancelled
+/// ends again, as cancelled; any other run that already ended keeps how it ended.
+pub(super) fn release(turn: &mut TurnRecord, now: Millis, end: RunEnd) {
     turn.deadline_ms = None;
     if let Some(op) = turn.operation.take() {
         turn.last_operation = Some(op);
     }
     if let Some(run) = &mut turn.run {
+        let ends = run.ended_at_ms.is_none() || (end == RunEnd::Cancelled && turn.resume);
         run.ended_at_ms.get_or_insert(now);
+        if ends {
+            turn.run_ending = Some(RunEnding { end, results: None });
+        }
     }
     touch(turn, now);
+}
+
+/// Record a progress write's phase on the run (the progress convention's `phase`, `done`,
+/// `total`, `unit`): the same phase as the last one updates it, another one starts a new one.
+pub(super) fn record_phase(turn: &mut TurnRecord, details: &Value, now: Millis) {
+    let (Some(run), Some(d)) = (turn.run.as_mut(), details.as_object()) else {
+        return;
+    };
+    let (Some(phase), Some(done)) = (
+        d.get("phase").and_then(Value::as_str),
+        d.get("done").and_then(Value::as_u64),
+    ) else {
+        return;
+    };
+    let phase = phase.trim();
+    let total = d.get("total").and_then(Value::as_u64);
+    let unit = d
+        .get("unit")
+        .and_then(Value::as_str)
+        .map(|u| u.trim().to_owned());
+    let phases = run.phases.get_or_insert_with(Vec::new);
+    let full = phases.len() >= TurnRun::MAX_PHASES;
+    match phases.last_mut() {
+        Some(last) if last.phase == phase || full => {
+            phase.clone_into(&mut last.phase);
+            last.done = done;
+            last.total = total;
+            last.unit = unit;
+            last.ended_at_ms = now;
+        }
+        _ => phases.push(RunPhase {
+            phase: phase.to_owned(),
+            done,
+            started_at_ms: now,
+            ended_at_ms: now,
+            total,
+            unit,
+        }),
+    }
+}
+
+/// The summary of the run a turn carries, as it ended (`ending`), for the runs routes.
+pub(super) fn run_summary(
+    ns: &str,
+    inst: &InstanceRecord,
+    t: &TurnRecord,
+    ending: RunEnding,
+) -> Option<WorkflowRun> {
+    let run = t.run.as_ref()?;
+    let phases = run.phases.clone().unwrap_or_default();
+    let finished = match phases.last() {
+        Some(p) => Some(RunFinished {
+            done: p.done,
+            unit: p.unit.clone(),
+            phase: p.phase.clone(),
+            total: p.total,
+        }),
+        None => t
+            .operation
+            .as_ref()
+            .or(t.last_operation.as_ref())
+            .and_then(progress_view)
+            .map(|p| RunFinished {
+                done: p.done,
+                unit: p.unit,
+                phase: p.phase,
+                total: p.total,
+            }),
+    };
+    let (sample, counters) = if ending.end == RunEnd::Completed {
+        result_names(&t.result)
+    } else {
+        (None, None)
+    };
+    let error = match ending.end {
+        RunEnd::Failed | RunEnd::LeaseLost | RunEnd::Waiting => t.error.clone(),
+        _ => None,
+    };
+    Some(WorkflowRun {
+        id: run.id.clone(),
+        workflow_id: inst.id.clone(),
+        workflow_type: inst.workflow_type.clone(),
+        version: inst.version.clone(),
+        namespace: ns.to_owned(),
+        turn: t.number,
+        attempt: t.attempt,
+        message_id: t.message_id.clone(),
+        origin: t.origin.clone(),
+        worker: t.worker.clone(),
+        started_at_ms: run.started_at_ms,
+        ended_at_ms: run.ended_at_ms.unwrap_or(t.updated_at_ms),
+        outcome: ending.end,
+        turn_status: t.status,
+        error,
+        queue_before: run.queue_before,
+        queue_after: run.queue_after.unwrap_or(inst.pending.len() as u64),
+        finished,
+        sample,
+        counters,
+        steps: t
+            .steps
+            .iter()
+            .filter(|s| s.at_ms >= run.started_at_ms)
+            .map(|s| RunStep {
+                key: s.key.clone(),
+                kind: s.kind,
+                at_ms: s.at_ms,
+            })
+            .collect(),
+        phases,
+        usage: run.usage.clone(),
+        results: ending.results,
+    })
+}
+
+/// The `sample` (names, at most 20) and `counters` (whole numbers by name) a turn's result
+/// names, when it is an object with them; anything of another shape is left out.
+fn result_names(
+    result: &Value,
+) -> (
+    Option<Vec<String>>,
+    Option<std::collections::BTreeMap<String, u64>>,
+) {
+    let Some(obj) = result.as_object() else {
+        return (None, None);
+    };
+    let sample = obj.get("sample").and_then(Value::as_array).map(|names| {
+        names
+            .iter()
+            .filter_map(Value::as_str)
+            .take(WorkflowRun::MAX_SAMPLE)
+            .map(str::to_owned)
+            .collect()
+    });
+    let counters = obj.get("counters").and_then(Value::as_object).map(|c| {
+        c.iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_u64()?)))
+            .take(WorkflowRun::MAX_COUNTERS)
+            .collect()
+    });
+    (sample, counters)
 }
 
 /// Move a turn to history with a final status.
@@ -145,7 +295,12 @@ pub(super) fn finish(
     status: TurnStatus,
     now: Millis,
 ) {
-    release(turn, now);
+    let end = match status {
+        TurnStatus::Completed => RunEnd::Completed,
+        TurnStatus::Cancelled => RunEnd::Cancelled,
+        _ => RunEnd::Failed,
+    };
+    release(turn, now, end);
     turn.status = status;
     turn.finished_at_ms = Some(now);
     turn.wait = None;

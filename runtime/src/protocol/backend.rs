@@ -73,11 +73,20 @@ pub trait Backend: Send + Sync {
     /// Extend the lease.
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn>;
 
+    /// Read run summaries ([`WorkflowRun`]): one page, newest first, of one instance's runs
+    /// (`query.id`) or of every run of the namespace. Each attempt of a turn is a run.
+    async fn runs(&self, query: RunsQuery) -> Result<RunPage>;
+    /// Read one run summary by its id.
+    async fn run(&self, run_id: &str) -> Result<WorkflowRun>;
+    /// Count the runs of the last `hours` hours (1–720) by hour and outcome.
+    async fn run_stats(&self, hours: u32) -> Result<RunStats>;
+
     /// Tell the backend a workflow's JSON Schemas, so it can validate messages and signals of
     /// that workflow type and version at admission. Workers call it for every workflow they
-    /// register when they start. The embedded engine does not validate and ignores it (the
-    /// typed handles already encode values from their Rust types); a server keeps the schemas
-    /// and refuses non-conforming messages and signals with `400 schema_validation_failed`.
+    /// register before they first claim. The embedded engine and a server keep the document
+    /// in the store (it survives a restart) and refuse non-conforming messages and signals
+    /// with [`Error::SchemaValidation`](crate::Error::SchemaValidation) (`400
+    /// schema_validation_failed`), writing nothing. The default ignores it.
     async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
         let _ = schema;
         Ok(())
@@ -149,6 +158,15 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
         (**self).heartbeat(lease).await
+    }
+    async fn runs(&self, query: RunsQuery) -> Result<RunPage> {
+        (**self).runs(query).await
+    }
+    async fn run(&self, run_id: &str) -> Result<WorkflowRun> {
+        (**self).run(run_id).await
+    }
+    async fn run_stats(&self, hours: u32) -> Result<RunStats> {
+        (**self).run_stats(hours).await
     }
     async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
         (**self).register_schema(schema).await

@@ -20,6 +20,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::protocol::SchemaViolation;
+
 /// The underlying error of a store or transport failure (an I/O error, a SQLite error, an
 /// HTTP client error), kept so that [`std::error::Error::source`] of the error holding it
 /// returns the underlying error itself, to inspect or downcast.
@@ -127,6 +129,18 @@ pub enum Error {
     Conflict {
         /// What conflicted.
         message: String,
+    },
+    /// A message or signal value does not match the JSON Schema registered for its workflow
+    /// type and version (`400 schema_validation_failed`). Nothing was written.
+    #[error("{message}")]
+    SchemaValidation {
+        /// The field at fault with the JSON Pointer of the first failing part, e.g.
+        /// `message/add`.
+        param: String,
+        /// What does not match, naming every failing path.
+        message: String,
+        /// The failures, at most 10.
+        errors: Vec<SchemaViolation>,
     },
     /// A reserved workflow type or instance id.
     #[error("{message}")]
@@ -236,7 +250,7 @@ impl Error {
     /// The HTTP status of this error on the wire.
     pub fn status(&self) -> u16 {
         match self {
-            Error::Invalid { .. } => 400,
+            Error::Invalid { .. } | Error::SchemaValidation { .. } => 400,
             Error::TooLarge { .. } => 413,
             Error::LimitReached { limit, .. } => LIMITS
                 .iter()
@@ -255,6 +269,7 @@ impl Error {
     pub fn code(&self) -> &str {
         match self {
             Error::Invalid { .. } => "invalid_request",
+            Error::SchemaValidation { .. } => "schema_validation_failed",
             Error::TooLarge { .. } => "payload_too_large",
             Error::LimitReached { limit, .. } => LIMITS
                 .iter()
@@ -299,6 +314,7 @@ impl Error {
         matches!(
             self,
             Error::Invalid { .. }
+                | Error::SchemaValidation { .. }
                 | Error::TooLarge { .. }
                 | Error::LimitReached { .. }
                 | Error::Conflict { .. }
@@ -311,7 +327,7 @@ impl Error {
     /// [`Error::Invalid`], the value of an [`Error::TooLarge`].
     pub fn param(&self) -> Option<&str> {
         match self {
-            Error::Invalid { param, .. } => Some(param),
+            Error::Invalid { param, .. } | Error::SchemaValidation { param, .. } => Some(param),
             Error::TooLarge { what, .. } => Some(what),
             _ => None,
         }
@@ -323,6 +339,7 @@ impl Error {
     pub fn wire_details(&self) -> Option<Value> {
         Some(match self {
             Error::Invalid { param, message } => json!({"param": param, "message": message}),
+            Error::SchemaValidation { errors, .. } => json!({ "errors": errors }),
             Error::TooLarge { what, size, limit } => {
                 json!({"what": what, "size": size, "limit": limit})
             }
@@ -368,6 +385,14 @@ impl Error {
                     .or_else(|| param.map(str::to_owned))
                     .unwrap_or_default(),
                 message: message_field(),
+            }),
+            "schema_validation_failed" => Some(Error::SchemaValidation {
+                param: param.unwrap_or_default().to_owned(),
+                message: message.to_owned(),
+                errors: details
+                    .get("errors")
+                    .and_then(|e| serde_json::from_value(e.clone()).ok())
+                    .unwrap_or_default(),
             }),
             "payload_too_large" => {
                 let size = |key: &str| number(key).and_then(|n| usize::try_from(n).ok());

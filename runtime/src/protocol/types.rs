@@ -568,6 +568,10 @@ pub struct TurnTask {
     /// clients ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steps_max: Option<u64>,
+    /// The most inputs a results report of this run may list: the server keeps run results
+    /// (in the run's summary, [`WorkflowRun::results`]). Absent: the server keeps none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results_max: Option<u64>,
 }
 
 /// The answer to a claim: a task, or `null` when nothing was ready in time.
@@ -701,7 +705,7 @@ pub struct CompleteRequest {
     /// Usage of activity calls, kept on the turn's run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RunUsage>,
-    /// The run's results report: checked ([`RunResultsReport`]), then not kept.
+    /// The run's results report: checked ([`RunResultsReport`]) and kept in the run's summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<RunResultsReport>,
 }
@@ -723,7 +727,7 @@ pub struct FailRequest {
     /// Usage of activity calls, kept on the turn's run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<RunUsage>,
-    /// The run's results report: checked ([`RunResultsReport`]), then not kept.
+    /// The run's results report: checked ([`RunResultsReport`]) and kept in the run's summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<RunResultsReport>,
 }
@@ -836,6 +840,236 @@ pub struct TurnRun {
         deserialize_with = "usage_or_none"
     )]
     pub usage: Option<RunUsage>,
+    /// The phases the run's progress went through, oldest first (at most
+    /// [`TurnRun::MAX_PHASES`]; past that the last one keeps changing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Vec<RunPhase>>,
+}
+
+impl TurnRun {
+    /// The most phases a run records.
+    pub const MAX_PHASES: usize = 32;
+}
+
+/// `WorkflowRunPhase`: one phase of a run's progress (the `phase` of the progress convention),
+/// from the first progress that named it to the last one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunPhase {
+    /// The phase's name.
+    pub phase: String,
+    /// Units done, as the phase's last progress said.
+    pub done: u64,
+    /// The first progress of the phase.
+    pub started_at_ms: Millis,
+    /// The last progress of the phase.
+    pub ended_at_ms: Millis,
+    /// Units in all, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// The unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+}
+
+wire_enum! {
+    /// How a run (one attempt of a turn) ended, as its summary ([`WorkflowRun`]) says.
+    RunEnd (unknown) {
+        /// The turn completed.
+        Completed = "completed",
+        /// The attempt failed (the worker failed it, or a step ran past its timeout): the turn
+        /// backs off and retries, or failed for good (`turn_status` tells).
+        Failed = "failed",
+        /// The lease expired without a heartbeat: the worker was lost.
+        LeaseLost = "lease_lost",
+        /// The turn sleeps; the same run resumes when the sleep is due.
+        Sleeping = "sleeping",
+        /// The turn waits for a signal; the same run resumes when it arrives or times out.
+        WaitingSignal = "waiting_signal",
+        /// The worker asked to wait (`retry_at_ms`) without counting an attempt; the same run
+        /// resumes then.
+        Waiting = "waiting",
+        /// An operator cancelled the turn.
+        Cancelled = "cancelled",
+    }
+}
+
+/// What a run finished, from its last progress: the `done` and `unit` (and `phase`, `total`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunFinished {
+    /// Units done.
+    pub done: u64,
+    /// The unit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The phase of that progress.
+    pub phase: String,
+    /// Units in all, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+/// A step, sleep or signal wait a run saved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunStep {
+    /// The step key.
+    pub key: String,
+    /// `step`, `sleep` or `signal`.
+    pub kind: CheckpointKind,
+    /// When it was saved.
+    pub at_ms: Millis,
+}
+
+/// `WorkflowRun`: the summary of one run, one attempt of a turn (the runs routes, kept 30 days
+/// by default). Written in the commit that ends the attempt: a completion, a failure, a
+/// suspension (sleep, signal wait, `retry_at_ms` wait), a lost lease or a cancellation. A
+/// suspended run that resumes is the same run, and its summary is written again when it
+/// ends again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct WorkflowRun {
+    /// The run id (the turn's `run.id` while it ran).
+    pub id: String,
+    /// The instance.
+    pub workflow_id: String,
+    /// The instance's workflow type.
+    pub workflow_type: String,
+    /// The instance's version.
+    pub version: String,
+    /// The namespace.
+    pub namespace: String,
+    /// The turn number.
+    pub turn: u64,
+    /// The attempt of the turn this run was.
+    pub attempt: u32,
+    /// The turn's message id.
+    pub message_id: String,
+    /// Where the message came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<MessageOrigin>,
+    /// The worker that ran it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// When it was claimed.
+    pub started_at_ms: Millis,
+    /// When it ended (or was suspended).
+    pub ended_at_ms: Millis,
+    /// How it ended.
+    pub outcome: RunEnd,
+    /// The turn's status right after the run ended.
+    pub turn_status: TurnStatus,
+    /// The attempt's error, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Unfinished turns of the instance (this one included) when it was claimed.
+    pub queue_before: u64,
+    /// Unfinished turns of the instance when it ended.
+    pub queue_after: u64,
+    /// What it finished: its last progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<RunFinished>,
+    /// Up to 20 names of what the turn processed: the `sample` of the turn's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<Vec<String>>,
+    /// Whole numbers by name: the `counters` of the turn's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<BTreeMap<String, u64>>,
+    /// The steps, sleeps and signal waits it saved, in order.
+    #[serde(default)]
+    pub steps: Vec<RunStep>,
+    /// The phases of its progress.
+    #[serde(default)]
+    pub phases: Vec<RunPhase>,
+    /// Usage of its activity calls, as the worker reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<RunUsage>,
+    /// Its results report, when the worker sent one (claims offer `results_max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<RunResultsReport>,
+}
+
+impl WorkflowRun {
+    /// The most names of `sample` a summary keeps.
+    pub const MAX_SAMPLE: usize = 20;
+    /// The most `counters` a summary keeps.
+    pub const MAX_COUNTERS: usize = 64;
+}
+
+/// `GET /v1/workflows/instances/runs?id=&cursor=&limit=`: runs, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunsQuery {
+    /// Only the runs of this instance; absent: every run of the namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// 1–100, default 50.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+impl RunsQuery {
+    /// The runs of instance `id`, first page.
+    pub fn instance(id: impl Into<String>) -> Self {
+        Self {
+            id: Some(id.into()),
+            ..Self::default()
+        }
+    }
+
+    /// The same query from `cursor` on.
+    pub fn cursor(mut self, cursor: impl Into<String>) -> Self {
+        self.cursor = Some(cursor.into());
+        self
+    }
+
+    /// The same query with pages of `limit` runs.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+/// A page of runs, newest first, in the list envelope: pass `next_cursor` as `cursor` for
+/// the next page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunPage {
+    /// The runs, newest first.
+    pub runs: Vec<WorkflowRun>,
+    /// The cursor of the next page; absent on the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+    /// Whether there is a next page.
+    #[serde(default)]
+    pub has_more: bool,
+}
+
+/// `GET /v1/workflows/instances/runs/stats?hours=`: runs by hour.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunStats {
+    /// The hours asked for (1–720, default 24).
+    pub hours: u32,
+    /// Where the first hour begins (Unix ms, on the hour).
+    pub since_ms: Millis,
+    /// Every hour from `since_ms` on, oldest first, with its runs (by when they started).
+    pub by_hour: Vec<RunHour>,
+}
+
+/// The runs that started in one hour.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunHour {
+    /// Where the hour begins (Unix ms).
+    pub start_ms: Millis,
+    /// Runs in all.
+    pub runs: u64,
+    /// Runs by outcome (only outcomes with runs).
+    pub outcomes: BTreeMap<String, u64>,
 }
 
 /// `usage` as stored: the [`RunUsage`] shape, or absent when it has another one.
@@ -869,7 +1103,7 @@ pub struct RunUsage {
 /// `WorkflowRunResultsReport`: the inputs a run handled and their counts by outcome, sent with
 /// a completion or a failure. At most [`RunResultsReport::MAX_INPUTS`] inputs and
 /// [`RunResultsReport::MAX_BYTES`] of JSON; the engine checks both, and the other limits of
-/// [`RunInput`], then does not keep the report.
+/// [`RunInput`], and keeps the report in the run's summary ([`WorkflowRun::results`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(remote = "Self")]
 pub struct RunResultsReport {
@@ -1124,6 +1358,44 @@ pub struct SchemaDocument {
     /// The reply schema (served, not checked).
     #[serde(default)]
     pub reply: Value,
+}
+
+/// One way a value fails a registered JSON Schema, as a
+/// [`Error::SchemaValidation`](crate::Error::SchemaValidation) lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SchemaViolation {
+    /// A JSON Pointer to the failing part of the value (`""` for the value itself).
+    pub instance_path: String,
+    /// A JSON Pointer to the schema keyword that failed.
+    pub schema_path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl SchemaViolation {
+    /// A violation at `instance_path` of the keyword at `schema_path`.
+    pub fn new(
+        instance_path: impl Into<String>,
+        schema_path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            instance_path: instance_path.into(),
+            schema_path: schema_path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// ``at `/path`: message``, the form refusals list violations in.
+    pub fn describe(&self) -> String {
+        let at = if self.instance_path.is_empty() {
+            "/"
+        } else {
+            self.instance_path.as_str()
+        };
+        format!("at `{at}`: {}", self.message)
+    }
 }
 
 /// A field that is present reads as `Some`, even when it is `null` (which serde's `Option`

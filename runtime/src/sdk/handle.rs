@@ -413,6 +413,32 @@ impl<W: Workflow> Handle<W> {
             .await
     }
 
+    /// The instance's runs (one per attempt of a turn), newest first: a page of up to 50,
+    /// from `cursor` (the `next_cursor` of the previous page) when given.
+    pub async fn runs(&self, cursor: Option<String>) -> Result<RunPage> {
+        self.backend
+            .runs(RunsQuery {
+                id: Some(self.id.clone()),
+                cursor,
+                limit: Some(50),
+            })
+            .await
+    }
+
+    /// Every kept run of the instance, newest first, reading page after page.
+    pub async fn all_runs(&self) -> Result<Vec<WorkflowRun>> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = self.runs(cursor).await?;
+            all.extend(page.runs);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
     async fn control(&self, action: ControlAction, turn: Option<u64>) -> Result<WorkflowInstance> {
         self.backend
             .control(ControlRequest {

@@ -102,11 +102,14 @@ impl TestEnv {
         &self.worker
     }
 
-    /// Start an instance (see [`WorkflowExt::start`]).
+    /// Start an instance (see [`WorkflowExt::start`]), after registering the worker's
+    /// workflow schemas with the engine, which then checks the messages and signals the
+    /// handle sends against them.
     pub async fn start<W: Workflow>(&self, workflow: &W, id: &str) -> Result<Handle<W>>
     where
         W::State: Default,
     {
+        self.worker.register_schemas().await?;
         workflow.start(&self.engine, id).await
     }
 

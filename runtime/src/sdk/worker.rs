@@ -61,8 +61,16 @@ impl<W: Workflow> Runnable for Registered<W> {
         WorkflowRef::new(W::NAME, W::VERSION)
     }
 
+    /// The workflow's schemas. Under a codec other than [`JsonCodec`](codec::JsonCodec) the
+    /// wire carries the codec's encoding of a message or signal, not the JSON its type's
+    /// schema describes: the message and signal schemas are left out (not checked).
     fn schema(&self) -> Option<crate::sdk::schema::WorkflowSchema> {
-        self.0.schema()
+        let mut schema = self.0.schema()?;
+        if std::any::TypeId::of::<W::Codec>() != std::any::TypeId::of::<codec::JsonCodec>() {
+            schema.message = serde_json::Value::Null;
+            schema.signals.clear();
+        }
+        Some(schema)
     }
 
     fn run(
@@ -186,6 +194,8 @@ pub struct Worker {
     registry: Registry,
     options: Options,
     clock: Arc<dyn Clock>,
+    /// Whether the registered workflows' schemas were registered with the backend.
+    schemas_registered: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -216,12 +226,16 @@ impl Worker {
                 progress_every: Duration::from_secs(3),
             },
             clock: Arc::new(SystemClock),
+            schemas_registered: Arc::default(),
         }
     }
 
-    /// Run this workflow's turns.
+    /// Run this workflow's turns. Its schemas are registered with the backend
+    /// ([`Worker::register_schemas`]) before the worker's first claim, so that the engine or
+    /// server checks the messages and signals admitted for it.
     pub fn register<W: Workflow>(mut self, workflow: W) -> Self {
         self.registry.add(workflow);
+        self.schemas_registered = Arc::default();
         self
     }
 
@@ -273,6 +287,7 @@ impl Worker {
     /// Claim one ready turn without waiting and run it to the end of its attempt. Returns
     /// whether a turn was claimed.
     pub async fn run_once(&self) -> Result<bool, Error> {
+        self.register_schemas_once().await;
         let (_tx, stop) = watch::channel(Stop::Running);
         match self
             .backend
@@ -351,13 +366,27 @@ impl Worker {
                 n += 1;
             }
         }
+        self.schemas_registered
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(n)
     }
 
-    async fn serve(self: Arc<Self>, stop: Arc<watch::Sender<Stop>>) -> Result<(), Error> {
+    /// [`Worker::register_schemas`] unless done since the last [`Worker::register`]; a
+    /// refusal is reported, not fatal, and tried again next time.
+    async fn register_schemas_once(&self) {
+        if self
+            .schemas_registered
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
         if let Err(e) = self.register_schemas().await {
             tracing::warn!(error = %e, "registering workflow schemas failed; admissions go unvalidated");
         }
+    }
+
+    async fn serve(self: Arc<Self>, stop: Arc<watch::Sender<Stop>>) -> Result<(), Error> {
+        self.register_schemas_once().await;
         let mut slots = JoinSet::new();
         for slot in 0..self.options.concurrency {
             slots.spawn(self.clone().slot(slot, stop.subscribe()));

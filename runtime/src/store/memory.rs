@@ -18,8 +18,17 @@ struct Entry {
 /// lifetime.
 #[derive(Default)]
 pub struct MemoryStore {
+    data: Mutex<Data>,
+}
+
+#[derive(Default)]
+struct Data {
     // (ns, id) -> entry; BTreeMap so listings come out sorted by id.
-    data: Mutex<BTreeMap<(String, String), Entry>>,
+    instances: BTreeMap<(String, String), Entry>,
+    // (ns, run id) -> summary.
+    runs: BTreeMap<(String, String), WorkflowRun>,
+    // (ns, type, version) -> schema document.
+    schemas: BTreeMap<(String, String, String), String>,
 }
 
 impl MemoryStore {
@@ -29,6 +38,10 @@ impl MemoryStore {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<(String, String), Entry>) -> T) -> T {
+        self.with_all(|d| f(&mut d.instances))
+    }
+
+    fn with_all<T>(&self, f: impl FnOnce(&mut Data) -> T) -> T {
         // A poisoned lock only means another thread panicked mid-read; commits validate
         // everything before mutating, so the data is consistent.
         let mut guard = self.data.lock().unwrap_or_else(|p| p.into_inner());
@@ -186,8 +199,83 @@ impl Store for MemoryStore {
         }))
     }
 
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
+        Ok(self.with_all(|d| {
+            d.runs
+                .iter()
+                .rev()
+                .filter(|((n, id), _)| {
+                    n == ns && filter.before.as_deref().is_none_or(|b| id.as_str() < b)
+                })
+                .map(|(_, r)| r)
+                .filter(|r| {
+                    filter
+                        .instance
+                        .as_deref()
+                        .is_none_or(|i| i == r.workflow_id)
+                })
+                .take(filter.limit)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError> {
+        Ok(self.with_all(|d| d.runs.get(&key(ns, run_id)).cloned()))
+    }
+
+    async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError> {
+        Ok(self.with_all(|d| {
+            let mut counts: BTreeMap<(Millis, String), u64> = BTreeMap::new();
+            for r in d
+                .runs
+                .iter()
+                .filter(|((n, _), r)| n == ns && r.started_at_ms >= since_ms)
+                .map(|(_, r)| r)
+            {
+                let hour = r.started_at_ms.div_euclid(HOUR_MS) * HOUR_MS;
+                *counts.entry((hour, r.outcome.to_string())).or_default() += 1;
+            }
+            counts
+                .into_iter()
+                .map(|((hour_ms, outcome), runs)| RunCount {
+                    hour_ms,
+                    outcome,
+                    runs,
+                })
+                .collect()
+        }))
+    }
+
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError> {
+        self.with_all(|d| {
+            d.schemas.insert(
+                (ns.to_owned(), workflow_type.to_owned(), version.to_owned()),
+                document.to_owned(),
+            )
+        });
+        Ok(())
+    }
+
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError> {
+        Ok(self.with_all(|d| {
+            d.schemas
+                .iter()
+                .filter(|((n, _, _), _)| n == ns)
+                .map(|(_, doc)| doc.clone())
+                .collect()
+        }))
+    }
+
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
-        self.with(|d| {
+        self.with_all(|all| {
+            let d = &mut all.instances;
             let k = key(&write.ns, &write.id);
             let current = d
                 .get(&k)
@@ -256,6 +344,21 @@ impl Store for MemoryStore {
                 }
             }
             entry.instance = Some(instance);
+            for run in write.runs {
+                all.runs.insert(key(&write.ns, &run.id), run);
+            }
+            if let Some(before) = write.prune_runs_before {
+                let old: Vec<(String, String)> = all
+                    .runs
+                    .iter()
+                    .filter(|(_, r)| r.ended_at_ms < before)
+                    .map(|(k, _)| k.clone())
+                    .take(RUN_PRUNE_BATCH)
+                    .collect();
+                for k in &old {
+                    all.runs.remove(k);
+                }
+            }
             Ok(())
         })
     }

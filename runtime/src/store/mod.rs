@@ -172,6 +172,20 @@ pub struct TurnRecord {
     /// The W3C `traceparent` the message was admitted in ([`crate::trace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Set by the engine's decision that ends the current run (how it ended, and the results
+    /// report the worker sent with it). The engine turns it into the run's summary
+    /// ([`WriteSet::runs`]) and clears it before the turn is written: a store never keeps it.
+    #[serde(skip)]
+    pub run_ending: Option<RunEnding>,
+}
+
+/// How the current run of a turn ended, until the engine writes the run's summary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunEnding {
+    /// How it ended.
+    pub end: RunEnd,
+    /// The results report sent with the completion or failure that ended it.
+    pub results: Option<RunResultsReport>,
 }
 
 /// A stored turn's status must be one this version knows: a record with another one is
@@ -226,6 +240,7 @@ impl TurnRecord {
             resume: false,
             completion_digest: None,
             traceparent: None,
+            run_ending: None,
         }
     }
 
@@ -273,6 +288,11 @@ pub struct WriteSet {
     pub turns: Vec<TurnRecord>,
     /// Retention to apply after the write.
     pub retention: Option<Retention>,
+    /// Run summaries to insert or replace (by namespace and run id), written with the rest.
+    pub runs: Vec<WorkflowRun>,
+    /// Run retention to apply with the write: delete at most [`RUN_PRUNE_BATCH`] run
+    /// summaries, of any instance and namespace, that ended before this time.
+    pub prune_runs_before: Option<Millis>,
     /// How durable the commit must be.
     pub durability: Durability,
 }
@@ -287,6 +307,36 @@ pub struct TurnRange {
     /// At most this many, ascending by number.
     pub limit: usize,
 }
+
+/// Which runs to list: newest first (descending run id).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    /// Only the runs of this instance.
+    pub instance: Option<String>,
+    /// Exclusive run-id cursor: only runs whose id sorts before it.
+    pub before: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// Runs that started in one hour and ended one way, as [`Store::count_runs`] answers them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunCount {
+    /// Where the hour begins (Unix ms, a multiple of 3 600 000).
+    pub hour_ms: Millis,
+    /// How the runs ended (a [`RunEnd`] wire value).
+    pub outcome: String,
+    /// How many.
+    pub runs: u64,
+}
+
+/// The most run summaries one commit's run retention deletes
+/// ([`WriteSet::prune_runs_before`]). A commit that deletes some writes at most two, so
+/// retention keeps up.
+pub const RUN_PRUNE_BATCH: usize = 64;
+
+/// The width of the hours of [`Store::count_runs`], in ms.
+pub const HOUR_MS: Millis = 3_600_000;
 
 /// Which instances to list.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -494,6 +544,26 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Option<Millis>, StoreError>;
     /// Apply a write set atomically if the instance's revision is the expected one.
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError>;
+
+    /// List run summaries of a namespace, newest first (descending run id).
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError>;
+    /// Read one run summary.
+    async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError>;
+    /// Count the runs of a namespace that started at or after `since_ms`, by hour of their
+    /// start and outcome.
+    async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError>;
+
+    /// Keep the registered schema document of one workflow type and version (its JSON text),
+    /// replacing the one kept before; durable when it returns.
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError>;
+    /// The schema documents kept for a namespace (their JSON text), by type and version.
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError>;
 
     /// Delete a quarantined instance, one whose reads answer [`StoreError::Unreadable`], with
     /// every row the store keeps of it, and lift its quarantine. The engine cannot read such an

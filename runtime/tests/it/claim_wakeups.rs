@@ -14,8 +14,8 @@ use serde_json::json;
 use turnwise::clock::SystemClock;
 use turnwise::protocol::*;
 use turnwise::store::{
-    CommitError, InstanceFilter, InstanceRecord, MemoryStore, Store, StoreError, TurnRange,
-    TurnRecord, WriteSet,
+    CommitError, InstanceFilter, InstanceRecord, MemoryStore, RunCount, RunFilter, Store,
+    StoreError, TurnRange, TurnRecord, WriteSet,
 };
 use turnwise::{Backend, Engine, EngineConfig};
 
@@ -97,6 +97,29 @@ impl Store for Counting {
         workflows: &[WorkflowRef],
     ) -> Result<Option<Millis>, StoreError> {
         self.inner.next_due(ns, workflows).await
+    }
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
+        self.inner.list_runs(ns, filter).await
+    }
+    async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError> {
+        self.inner.load_run(ns, run_id).await
+    }
+    async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError> {
+        self.inner.count_runs(ns, since_ms).await
+    }
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .save_schema(ns, workflow_type, version, document)
+            .await
+    }
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.load_schemas(ns).await
     }
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
         let r = self.inner.commit(write).await;

@@ -12,6 +12,7 @@ mod common;
 mod child_crash;
 mod claim_wakeups;
 mod crash;
+mod embedded_schemas;
 mod http_retry;
 mod http_tls;
 mod protocol_unknown_values;

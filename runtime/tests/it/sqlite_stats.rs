@@ -89,6 +89,8 @@ async fn stats_count_batches_durable_batches_and_write_sets() {
         instance: Some(inst),
         turns: Vec::new(),
         retention: None,
+        runs: Vec::new(),
+        prune_runs_before: None,
         durability: Durability::Durable,
     };
     assert_eq!(store.commit(write).await, Err(CommitError::Conflict));

@@ -72,6 +72,8 @@ fn write(instance: InstanceRecord, expected: Option<u64>, turns: Vec<TurnRecord>
         instance: Some(instance),
         turns,
         retention: None,
+        runs: Vec::new(),
+        prune_runs_before: None,
         durability: Durability::Durable,
     }
 }
@@ -88,6 +90,8 @@ fn delete(ns: &str, id: &str, expected: u64) -> WriteSet {
         instance: None,
         turns: Vec::new(),
         retention: None,
+        runs: Vec::new(),
+        prune_runs_before: None,
         durability: Durability::Durable,
     }
 }
@@ -267,6 +271,10 @@ contract!(
     retention_is_noop_within_limits,
     numbers_round_trip,
     namespaces_are_isolated,
+    runs_are_written_with_the_commit,
+    runs_list_newest_first_with_cursor,
+    runs_count_by_hour,
+    runs_pruned_in_bounded_batches,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1108,9 +1116,9 @@ async fn sqlite_relaxed_and_durable_commits_persist() {
     assert_eq!(load_turn(&s, "r0", 1).await, Some(finished(1, "m", 3)));
 }
 
-/// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal) and 3
-/// (no quarantine table) open: they are moved to version 4, and their instances and turns read
-/// as before.
+/// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal), 3
+/// (no quarantine table) and 4 (no runs and schemas tables) open: they are moved to version 5,
+/// and their instances and turns read as before.
 #[tokio::test]
 async fn sqlite_migrates_older_schema_versions() {
     // Turn 2 is the instance's one unfinished turn.
@@ -1118,7 +1126,7 @@ async fn sqlite_migrates_older_schema_versions() {
         pending: vec![2],
         ..inst("a", revision)
     };
-    for old in [1, 2, 3] {
+    for old in [1, 2, 3, 4] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
         {
@@ -1129,8 +1137,12 @@ async fn sqlite_migrates_older_schema_versions() {
         {
             // Put the file back as that version wrote it.
             let conn = rusqlite::Connection::open(&path).unwrap();
-            conn.execute_batch("DROP TABLE quarantine; PRAGMA user_version = 3;")
+            conn.execute_batch("DROP TABLE runs; DROP TABLE schemas; PRAGMA user_version = 4;")
                 .unwrap();
+            if old <= 3 {
+                conn.execute_batch("DROP TABLE quarantine; PRAGMA user_version = 3;")
+                    .unwrap();
+            }
             if old <= 2 {
                 conn.execute_batch("DROP TABLE journal; PRAGMA user_version = 2;")
                     .unwrap();
@@ -1164,7 +1176,11 @@ async fn sqlite_migrates_older_schema_versions() {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
+        let runs: i64 = conn
+            .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+            .expect("the runs table exists after the migration");
+        assert_eq!(runs, 0);
         let quarantined: i64 = conn
             .query_row("SELECT COUNT(*) FROM quarantine", [], |r| r.get(0))
             .expect("the quarantine table exists after the migration");
@@ -1278,4 +1294,252 @@ async fn sqlite_long_relaxed_runs_persist() {
             REVISIONS
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Run summaries
+
+/// A run summary of instance `id`, started at `started`, ended at `ended`.
+fn run(id: &str, turn: u64, started: Millis, ended: Millis, outcome: &str) -> WorkflowRun {
+    serde_json::from_value(json!({
+        "id": format!("{started:013}-{id}-{turn}"),
+        "workflow_id": id,
+        "workflow_type": "wf",
+        "version": "v1",
+        "namespace": NS,
+        "turn": turn,
+        "attempt": 1,
+        "message_id": format!("m{turn}"),
+        "started_at_ms": started,
+        "ended_at_ms": ended,
+        "outcome": outcome,
+        "turn_status": "completed",
+        "queue_before": 1,
+        "queue_after": 0,
+        "counters": {"pages": 1},
+        "steps": [{"key": "s", "kind": "step", "at_ms": started}],
+        "phases": [],
+        "results": {"counts": {"written": 1}}
+    }))
+    .unwrap()
+}
+
+fn run_filter(instance: Option<&str>, before: Option<&str>, limit: usize) -> RunFilter {
+    RunFilter {
+        instance: instance.map(Into::into),
+        before: before.map(Into::into),
+        limit,
+    }
+}
+
+fn run_ids(runs: &[WorkflowRun]) -> Vec<&str> {
+    runs.iter().map(|r| r.id.as_str()).collect()
+}
+
+async fn runs_are_written_with_the_commit(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![])).await;
+    let r1 = run("a", 1, 1_000, 2_000, "completed");
+    // A refused commit writes none of its runs.
+    let mut stale = write(inst("a", 8), Some(7), vec![]);
+    stale.runs = vec![r1.clone()];
+    conflict(s, stale).await;
+    assert_eq!(s.load_run(NS, &r1.id).await.unwrap(), None);
+    assert!(s
+        .list_runs(NS, run_filter(None, None, 10))
+        .await
+        .unwrap()
+        .is_empty());
+
+    let mut w = write(inst("a", 2), Some(1), vec![turn(1, "m1")]);
+    w.runs = vec![r1.clone()];
+    ok(s, w).await;
+    assert_eq!(s.load_run(NS, &r1.id).await.unwrap(), Some(r1.clone()));
+    assert_eq!(
+        s.load_run("other", &r1.id).await.unwrap(),
+        None,
+        "runs are per namespace"
+    );
+
+    // The same run id again replaces the summary (a resumed run that ended again).
+    let mut again = run("a", 1, 1_000, 3_000, "failed");
+    again.error = Some("boom".into());
+    let mut w = write(inst("a", 3), Some(2), vec![]);
+    w.runs = vec![again.clone()];
+    ok(s, w).await;
+    assert_eq!(s.load_run(NS, &r1.id).await.unwrap(), Some(again));
+    assert_eq!(
+        s.list_runs(NS, run_filter(None, None, 10))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+async fn runs_list_newest_first_with_cursor(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![])).await;
+    ok(s, create(inst("b", 1), vec![])).await;
+    let mut w = write(inst("a", 2), Some(1), vec![]);
+    w.runs = vec![
+        run("a", 1, 1_000, 1_100, "completed"),
+        run("a", 2, 3_000, 3_100, "completed"),
+        run("a", 3, 5_000, 5_100, "failed"),
+    ];
+    ok(s, w).await;
+    let mut w = write(inst("b", 2), Some(1), vec![]);
+    w.runs = vec![run("b", 1, 4_000, 4_100, "lease_lost")];
+    ok(s, w).await;
+
+    let all = s.list_runs(NS, run_filter(None, None, 10)).await.unwrap();
+    assert_eq!(
+        run_ids(&all),
+        [
+            "0000000005000-a-3",
+            "0000000004000-b-1",
+            "0000000003000-a-2",
+            "0000000001000-a-1"
+        ]
+    );
+    let page = s.list_runs(NS, run_filter(None, None, 2)).await.unwrap();
+    assert_eq!(run_ids(&page), ["0000000005000-a-3", "0000000004000-b-1"]);
+    let next = s
+        .list_runs(NS, run_filter(None, Some("0000000004000-b-1"), 2))
+        .await
+        .unwrap();
+    assert_eq!(run_ids(&next), ["0000000003000-a-2", "0000000001000-a-1"]);
+    let of_a = s
+        .list_runs(NS, run_filter(Some("a"), Some("0000000005000-a-3"), 10))
+        .await
+        .unwrap();
+    assert_eq!(run_ids(&of_a), ["0000000003000-a-2", "0000000001000-a-1"]);
+    assert!(s
+        .list_runs("other", run_filter(None, None, 10))
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(s
+        .list_runs(NS, run_filter(None, None, 0))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn runs_count_by_hour(s: &dyn Store) {
+    const H: Millis = HOUR_MS;
+    ok(s, create(inst("a", 1), vec![])).await;
+    let mut w = write(inst("a", 2), Some(1), vec![]);
+    w.runs = vec![
+        run("a", 1, H - 1, H, "completed"),
+        run("a", 2, H, H + 5, "completed"),
+        run("a", 3, H + 10, H + 20, "failed"),
+        run("a", 4, 2 * H + 1, 2 * H + 2, "completed"),
+    ];
+    ok(s, w).await;
+    let counts = s.count_runs(NS, H).await.unwrap();
+    let got: Vec<(Millis, &str, u64)> = counts
+        .iter()
+        .map(|c| (c.hour_ms, c.outcome.as_str(), c.runs))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (H, "completed", 1),
+            (H, "failed", 1),
+            (2 * H, "completed", 1)
+        ],
+        "runs since the hour, by the hour they started and their outcome"
+    );
+    assert!(s.count_runs("other", 0).await.unwrap().is_empty());
+}
+
+async fn runs_pruned_in_bounded_batches(s: &dyn Store) {
+    ok(s, create(inst("a", 1), vec![])).await;
+    let many = RUN_PRUNE_BATCH as u64 + 6;
+    let mut w = write(inst("a", 2), Some(1), vec![]);
+    w.runs = (1..=many)
+        .map(|n| run("a", n, n as Millis, 100 + n as Millis, "completed"))
+        .collect();
+    w.runs.push(run("a", many + 1, 5_000, 9_000, "completed"));
+    ok(s, w).await;
+
+    let mut w = write(inst("a", 3), Some(2), vec![]);
+    w.prune_runs_before = Some(1_000);
+    ok(s, w).await;
+    let left = s
+        .list_runs(NS, run_filter(None, None, 1_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        left.len(),
+        7,
+        "one commit deletes at most RUN_PRUNE_BATCH expired runs"
+    );
+    let mut w = write(inst("a", 4), Some(3), vec![]);
+    w.prune_runs_before = Some(1_000);
+    ok(s, w).await;
+    let left = s
+        .list_runs(NS, run_filter(None, None, 1_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        run_ids(&left),
+        [format!("0000000005000-a-{}", many + 1)],
+        "runs that ended at or after the limit are kept"
+    );
+}
+
+/// A PostgreSQL schema of version 1 (no runs and schemas tables) is moved to version 2 when a
+/// store connects, keeping its rows; a version newer than this turnwise knows is refused.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_migrates_version_1_and_refuses_newer() {
+    let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_migrates").await
+    else {
+        return;
+    };
+    {
+        let s = db.store().await;
+        ok(&s, create(inst("a", 1), vec![turn(1, "m1")])).await;
+    }
+    let (client, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(
+            "DROP TABLE runs; DROP TABLE schemas; \
+             UPDATE turnwise_meta SET value = 1 WHERE name = 'schema_version'",
+        )
+        .await
+        .unwrap();
+    let s = db.store().await;
+    assert_eq!(load(&s, "a").await, Some(inst("a", 1)), "rows are kept");
+    let mut w = write(inst("a", 2), Some(1), vec![]);
+    w.runs = vec![run("a", 1, 1_000, 2_000, "completed")];
+    ok(&s, w).await;
+    assert_eq!(
+        s.list_runs(NS, run_filter(None, None, 10))
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "the runs table exists after the migration"
+    );
+    let version: i64 = client
+        .query_one(
+            "SELECT value FROM turnwise_meta WHERE name = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
+    drop(s);
+    client
+        .batch_execute("UPDATE turnwise_meta SET value = 99 WHERE name = 'schema_version'")
+        .await
+        .unwrap();
+    let refused = turnwise::store::PostgresStore::connect_with(&db.url(), db.options()).await;
+    let err = refused.expect_err("a newer schema is refused");
+    assert!(err.to_string().contains("version 99"), "{err}");
 }

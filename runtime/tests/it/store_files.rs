@@ -27,6 +27,8 @@ fn write(revision: u64) -> WriteSet {
         instance: Some(common::instance_record(NS, "a", revision)),
         turns: Vec::new(),
         retention: None,
+        runs: Vec::new(),
+        prune_runs_before: None,
         durability: Durability::Durable,
     }
 }

@@ -78,6 +78,8 @@ fn write(instance: InstanceRecord, turns: Vec<TurnRecord>) -> WriteSet {
         instance: Some(instance),
         turns,
         retention: None,
+        runs: Vec::new(),
+        prune_runs_before: None,
         durability: Durability::Durable,
     }
 }

@@ -344,6 +344,15 @@ macro_rules! forwarding_backend {
             async fn get_instance(&self, id: &str) -> turnwise::Result<WorkflowInstance> {
                 self.engine.get_instance(id).await
             }
+            async fn runs(&self, query: RunsQuery) -> turnwise::Result<RunPage> {
+                self.engine.runs(query).await
+            }
+            async fn run(&self, run_id: &str) -> turnwise::Result<WorkflowRun> {
+                self.engine.run(run_id).await
+            }
+            async fn run_stats(&self, hours: u32) -> turnwise::Result<RunStats> {
+                self.engine.run_stats(hours).await
+            }
             async fn list_instances(
                 &self,
                 query: ListInstancesQuery,

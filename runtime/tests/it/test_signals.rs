@@ -378,3 +378,55 @@ async fn a_received_signal_is_replayed_from_the_store_on_a_retry() {
         "suspended, resumed and failed, retried"
     );
 }
+
+/// Through a handle on the embedded engine: each attempt is one run, however often a sleep or
+/// a signal wait suspended it, and runs are kept 30 days on the manual clock.
+#[tokio::test]
+async fn a_handle_reads_one_run_per_attempt_kept_thirty_days() {
+    use turnwise::protocol::RunEnd;
+    let (env, _wf, h) = setup().await;
+    let turn = h.send(Ask::OnceThenFail, "m1").await.unwrap().number;
+    env.run_until_idle().await.unwrap();
+    let runs = h.runs(None).await.unwrap().runs;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].outcome, RunEnd::WaitingSignal, "{runs:?}");
+
+    h.signal(turn, approval(3), "ev-1").await.unwrap();
+    env.run_until_idle().await.unwrap();
+    // The first run past the wait failed; the retry (after its backoff) completed.
+    env.advance(Duration::from_secs(2)).await.unwrap();
+    assert_eq!(h.turn(turn).await.unwrap().status, TurnStatus::Completed);
+    let runs = h.all_runs().await.unwrap();
+    let seen: Vec<(u32, RunEnd)> = runs.iter().map(|r| (r.attempt, r.outcome)).collect();
+    assert_eq!(
+        seen,
+        [(2, RunEnd::Completed), (1, RunEnd::Failed)],
+        "one run per attempt, newest first; the signal wait did not start another"
+    );
+    assert!(
+        runs[1]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("the mail server is down")),
+        "{:?}",
+        runs[1].error
+    );
+    assert_eq!(
+        runs[1].steps.len(),
+        1,
+        "the first run saved the signal wait"
+    );
+
+    env.advance(31 * DAY).await.unwrap();
+    let next = h.send(Ask::Naps, "m2").await.unwrap().number;
+    env.run_until_idle().await.unwrap();
+    env.advance(HOUR).await.unwrap();
+    env.advance(2 * HOUR).await.unwrap();
+    assert_eq!(h.turn(next).await.unwrap().status, TurnStatus::Completed);
+    let runs = h.all_runs().await.unwrap();
+    assert_eq!(
+        runs.iter().map(|r| (r.turn, r.outcome)).collect::<Vec<_>>(),
+        [(next, RunEnd::Completed)],
+        "the runs that ended 31 days ago are gone; two sleeps made one run"
+    );
+}

@@ -473,6 +473,15 @@ impl Backend for Widen {
     async fn get_instance(&self, id: &str) -> turnwise::Result<WorkflowInstance> {
         self.0.get_instance(id).await
     }
+    async fn runs(&self, query: RunsQuery) -> turnwise::Result<RunPage> {
+        self.0.runs(query).await
+    }
+    async fn run(&self, run_id: &str) -> turnwise::Result<WorkflowRun> {
+        self.0.run(run_id).await
+    }
+    async fn run_stats(&self, hours: u32) -> turnwise::Result<RunStats> {
+        self.0.run_stats(hours).await
+    }
     async fn list_instances(&self, query: ListInstancesQuery) -> turnwise::Result<InstanceList> {
         self.0.list_instances(query).await
     }

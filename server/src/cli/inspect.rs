@@ -1,10 +1,10 @@
 //! The reads: `instances list|get`, `inbox`, `history`, `turn` and `runs`.
 
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde_json::json;
 use turnwise::protocol::{
-    HistoryQuery, InboxQuery, InstanceStatus, ListInstancesQuery, TurnQuery, TurnStatus,
-    WorkflowInstance, WorkflowTurn,
+    HistoryQuery, InboxQuery, InstanceStatus, ListInstancesQuery, RunsQuery, TurnQuery, TurnStatus,
+    WorkflowInstance, WorkflowRun, WorkflowTurn,
 };
 use turnwise::Backend;
 
@@ -412,56 +412,35 @@ fn print_turn(t: &WorkflowTurn) {
     }
 }
 
-/// The runs of an instance: the `run` of every turn in history, then of the current turn.
+/// The runs of an instance, newest first: every page of the runs route.
 pub async fn runs(ctx: &Ctx, IdArg { id }: IdArg) -> Result<(), Failure> {
-    let inst = ctx.http.get_instance(&id).await.map_err(|e| ctx.fail(e))?;
-    let mut turns: Vec<WorkflowTurn> = Vec::new();
-    let mut after = None;
+    let mut runs: Vec<WorkflowRun> = Vec::new();
+    let mut cursor = None;
     loop {
         let page = ctx
             .http
-            .history(HistoryQuery {
-                id: id.clone(),
-                after,
-                limit: None,
+            .runs(RunsQuery {
+                id: Some(id.clone()),
+                cursor,
+                limit: Some(100),
             })
             .await
             .map_err(|e| ctx.fail(e))?;
-        turns.extend(page.turns);
-        match page.next_after {
-            Some(next) => after = Some(next),
+        runs.extend(page.runs);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
             None => break,
         }
     }
-    if let Some(current) = inst.current_turn {
-        turns.push(*current);
-    }
-    let runs: Vec<Value> = turns
-        .iter()
-        .filter_map(|t| {
-            let run = t.run.as_ref()?;
-            let mut v = serde_json::to_value(run).ok()?;
-            v["turn"] = json!(t.number);
-            v["status"] = json!(t.status);
-            Some(v)
-        })
-        .collect();
     if ctx.out.json {
         ctx.out
             .print_json(&json!({ "workflow_id": id, "runs": runs }));
         return Ok(());
     }
-    let mut table = Table::new(&["RUN", "TURN", "STATUS", "STARTED", "TOOK", "QUEUE", "USAGE"]);
-    for t in &turns {
-        let Some(run) = &t.run else { continue };
-        let took = run.ended_at_ms.map_or_else(
-            || "running".into(),
-            |end| output::duration(end - run.started_at_ms),
-        );
-        let queue = match run.queue_after {
-            Some(after) => format!("{} -> {after}", run.queue_before),
-            None => run.queue_before.to_string(),
-        };
+    let mut table = Table::new(&[
+        "RUN", "TURN", "ATTEMPT", "OUTCOME", "STARTED", "TOOK", "QUEUE", "USAGE",
+    ]);
+    for run in &runs {
         let usage = run.usage.as_ref().map_or_else(String::new, |u| {
             let mut parts = Vec::new();
             if let Some(c) = u.calls {
@@ -477,11 +456,12 @@ pub async fn runs(ctx: &Ctx, IdArg { id }: IdArg) -> Result<(), Failure> {
         });
         table.row(vec![
             run.id.clone(),
-            t.number.to_string(),
-            t.status.to_string(),
+            run.turn.to_string(),
+            run.attempt.to_string(),
+            run.outcome.to_string(),
             time(run.started_at_ms),
-            took,
-            queue,
+            output::duration(run.ended_at_ms - run.started_at_ms),
+            format!("{} -> {}", run.queue_before, run.queue_after),
             usage,
         ]);
     }

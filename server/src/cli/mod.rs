@@ -208,10 +208,9 @@ pub enum Command {
     History(inspect::HistoryArgs),
     /// One turn, unfinished or in history, with its steps and signals.
     Turn(inspect::TurnArgs),
-    /// The runs of an instance's turns: when each was claimed, how long it took, its usage.
-    ///
-    /// The server has no runs route: the runs are read from the `run` of each turn in history
-    /// and of the current turn, so a turn shows only its last run.
+    /// The runs of an instance, newest first: one per attempt of a turn, with how it ended,
+    /// how long it took, the inbox before and after, and its usage (the runs route, kept 30
+    /// days by default). A run still going shows once it ends or is suspended.
     Runs(IdArg),
     /// Send a message to an instance, checked against its registered schema first.
     Send(control::SendArgs),

@@ -231,7 +231,11 @@ async fn workflows_page(
     let engine = engine(&state);
     let now = now_ms(&state);
     let mut rows: std::collections::BTreeMap<(String, String), TypeRow> = Default::default();
-    for doc in state.schemas.list(engine.ns(), None, None) {
+    for doc in engine
+        .schema_documents(None, None)
+        .await
+        .unwrap_or_default()
+    {
         let t = doc["workflow_type"].as_str().unwrap_or_default().to_owned();
         let v = doc["version"].as_str().unwrap_or_default().to_owned();
         let row = rows.entry((t.clone(), v.clone())).or_default();
@@ -409,10 +413,11 @@ async fn instance_runs(
 }
 
 /// The registered schema document of a type and version, if any.
-fn schema_of(state: &AppState, workflow_type: &str, version: &str) -> Option<SchemaDocument> {
-    let doc = state
-        .schemas
-        .list(engine(state).ns(), Some(workflow_type), Some(version))
+async fn schema_of(state: &AppState, workflow_type: &str, version: &str) -> Option<SchemaDocument> {
+    let doc = engine(state)
+        .schema_documents(Some(workflow_type), Some(version))
+        .await
+        .ok()?
         .into_iter()
         .next()?;
     serde_json::from_value(doc).ok()
@@ -450,7 +455,7 @@ async fn load_instance(state: &AppState, q: &InstanceQuery) -> Result<InstanceVi
     let older = (from > pruned).then_some(from);
     let newer = (top < newest).then(|| (top + TURNS_PAGE).min(newest));
     let runs = instance_runs(engine, instance.current_turn.as_deref(), &turns).await?;
-    let schema = schema_of(state, &instance.workflow_type, &instance.version);
+    let schema = schema_of(state, &instance.workflow_type, &instance.version).await;
     Ok(InstanceView {
         newest_first: q.queue.as_deref() == Some("newest"),
         instance,
@@ -521,7 +526,7 @@ async fn new_page(
     Extension(login): Extension<Login>,
     Query(q): Query<NewQuery>,
 ) -> Page {
-    let docs = registered(&state);
+    let docs = registered(&state).await;
     let chosen = match (q.workflow_type, q.version) {
         (Some(t), Some(v)) if !t.is_empty() => Some((t, v)),
         _ => None,
@@ -534,10 +539,11 @@ async fn new_page(
     )))
 }
 
-fn registered(state: &AppState) -> Vec<SchemaDocument> {
-    state
-        .schemas
-        .list(engine(state).ns(), None, None)
+async fn registered(state: &AppState) -> Vec<SchemaDocument> {
+    engine(state)
+        .schema_documents(None, None)
+        .await
+        .unwrap_or_default()
         .into_iter()
         .filter_map(|d| serde_json::from_value(d).ok())
         .collect()
@@ -550,7 +556,7 @@ async fn schemas_page(
 ) -> Page {
     Ok(html(pages::schemas(
         &frame(&csrf, &login),
-        &registered(&state),
+        &registered(&state).await,
     )))
 }
 
@@ -562,13 +568,9 @@ struct SchemaQuery {
 }
 
 async fn schema_download(State(state): State<AppState>, Query(q): Query<SchemaQuery>) -> Page {
-    let doc = state
-        .schemas
-        .list(
-            engine(&state).ns(),
-            Some(&q.workflow_type),
-            Some(&q.version),
-        )
+    let doc = engine(&state)
+        .schema_documents(Some(&q.workflow_type), Some(&q.version))
+        .await?
         .into_iter()
         .next()
         .ok_or_else(|| {
@@ -717,7 +719,7 @@ async fn message(
     let message_id = required(&form, "message_id")?.to_owned();
     let engine = engine(&state);
     let inst = engine.get_instance(&id).await?;
-    let schema = schema_of(&state, &inst.workflow_type, &inst.version);
+    let schema = schema_of(&state, &inst.workflow_type, &inst.version).await;
     let field = forms::Field::from_schema(schema.as_ref().map_or(&Value::Null, |d| &d.message));
     let value = match forms::value_of(&field, forms::ROOT, &form) {
         Ok(v) => v,
@@ -726,23 +728,16 @@ async fn message(
             return refused(&state, &csrf, &login, &id, pending, StatusCode::BAD_REQUEST).await;
         }
     };
-    // The API route's check, then its engine call.
-    let sent =
-        match state
-            .schemas
-            .check_message(engine.ns(), &inst.workflow_type, &inst.version, &value)
-        {
-            Ok(()) => engine
-                .send_message(MessageRequest {
-                    workflow_id: id.clone(),
-                    id: message_id,
-                    message: value.clone(),
-                    origin: Some(origin(&form)),
-                })
-                .await
-                .map_err(ApiError::from),
-            Err(e) => Err(e),
-        };
+    // The API route's engine call, which checks the registered schema first.
+    let sent = engine
+        .send_message(MessageRequest {
+            workflow_id: id.clone(),
+            id: message_id,
+            message: value.clone(),
+            origin: Some(origin(&form)),
+        })
+        .await
+        .map_err(ApiError::from);
     match sent {
         Ok(_) => Ok(see_other(&instance_url(&id))),
         Err(e) => {
@@ -769,7 +764,7 @@ async fn signal(
         .map_err(|_| Fail::new(StatusCode::BAD_REQUEST, "`turn` is not a turn number"))?;
     let engine = engine(&state);
     let inst = engine.get_instance(&id).await?;
-    let schema = schema_of(&state, &inst.workflow_type, &inst.version);
+    let schema = schema_of(&state, &inst.workflow_type, &inst.version).await;
     let field = forms::Field::from_schema(
         schema
             .as_ref()
@@ -784,25 +779,17 @@ async fn signal(
             return refused(&state, &csrf, &login, &id, pending, StatusCode::BAD_REQUEST).await;
         }
     };
-    let sent = match state.schemas.check_signal(
-        engine.ns(),
-        &inst.workflow_type,
-        &inst.version,
-        &name,
-        &value,
-    ) {
-        Ok(()) => engine
-            .signal(SignalRequest {
-                workflow_id: id.clone(),
-                turn,
-                id: signal_id,
-                name: name.clone(),
-                value: value.clone(),
-            })
-            .await
-            .map_err(ApiError::from),
-        Err(e) => Err(e),
-    };
+    // The API route's engine call, which checks the registered schema first.
+    let sent = engine
+        .signal(SignalRequest {
+            workflow_id: id.clone(),
+            turn,
+            id: signal_id,
+            name: name.clone(),
+            value: value.clone(),
+        })
+        .await
+        .map_err(ApiError::from);
     match sent {
         Ok(_) => Ok(see_other(&instance_url(&id))),
         Err(e) => {
@@ -824,10 +811,10 @@ async fn create(
     let workflow_type = required(&form, "workflow_type")?.to_owned();
     let version = required(&form, "version")?.to_owned();
     let id = required(&form, "id")?.to_owned();
-    let schema = schema_of(&state, &workflow_type, &version);
+    let schema = schema_of(&state, &workflow_type, &version).await;
     let field = forms::Field::from_schema(schema.as_ref().map_or(&Value::Null, |d| &d.state));
+    let docs = registered(&state).await;
     let again = |errors: forms::Errors, value: Option<Value>, message: &str, status| {
-        let docs = registered(&state);
         let pending = pages::Pending::message(value, errors, message);
         let page = pages::new_instance(
             &frame(&csrf, &login),

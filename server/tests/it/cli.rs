@@ -299,7 +299,8 @@ async fn reads_print_tables_and_the_apis_json() {
     assert_eq!(runs["workflow_id"], "c-1");
     let run = &runs["runs"][0];
     assert_eq!(run["turn"], 1);
-    assert_eq!(run["status"], "completed");
+    assert_eq!(run["attempt"], 1);
+    assert_eq!(run["outcome"], "completed");
     assert_eq!(run["usage"]["calls"], 2);
     assert!(run["id"].as_str().unwrap().ends_with("-c-1-1"), "{runs}");
     let text = turnwise(base, None, &["runs", "c-1"]).await;

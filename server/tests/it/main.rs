@@ -16,6 +16,7 @@ mod health;
 mod http_await_turn;
 mod http_bad_input;
 mod http_connections;
+mod http_runs;
 mod http_shapes;
 mod http_strict_input;
 mod lbb_interop;

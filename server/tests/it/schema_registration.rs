@@ -100,6 +100,14 @@ async fn a_worker_registers_schemas_and_the_server_validates_with_them() {
     }
     running.stop().await.unwrap();
 
+    // The handle reads the runs over the Http backend: the cancelled turn never ran, the
+    // conforming one ran once and completed.
+    let runs = handle.all_runs().await.unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0].outcome, turnwise::protocol::RunEnd::Completed);
+    assert_eq!((runs[0].turn, runs[0].message_id.as_str()), (2, "good"));
+    assert_eq!(http.run(&runs[0].id).await.unwrap(), runs[0]);
+
     let served = server
         .api
         .scoped("")
@@ -111,4 +119,44 @@ async fn a_worker_registers_schemas_and_the_server_validates_with_them() {
         json!("integer"),
         "{served}"
     );
+}
+
+/// Registered schemas are kept in the store: the `turnwise` binary killed (SIGKILL) and started
+/// again on the same file still serves the document and still refuses a message that does not
+/// match it, writing nothing, before any worker registered again.
+#[tokio::test]
+async fn schemas_survive_a_restart_of_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("schemas.db");
+    let (mut server, addr) = common::spawn_binary(&db, "127.0.0.1:0", None);
+    let http = Http::connect(format!("http://{addr}"), None).unwrap();
+    counter.start(&http, "counter-1").await.unwrap();
+    let worker = Worker::new(http.clone()).register(counter);
+    assert_eq!(worker.register_schemas().await.unwrap(), 1);
+    server.kill();
+
+    let (_server, addr) = common::spawn_binary(&db, "127.0.0.1:0", None);
+    let api = common::Api::new(format!("http://{addr}"), None).scoped("");
+    let served = api
+        .get("/v1/workflows/schemas?workflow_type=counter&version=v1")
+        .await
+        .ok();
+    assert_eq!(
+        served["message"]["properties"]["add"]["type"],
+        json!("integer"),
+        "the document is served after the restart: {served}"
+    );
+    let refused = api
+        .post(
+            "/v1/workflows/instances/message",
+            json!({"workflow_id": "counter-1", "id": "bad", "message": {"add": "two"}}),
+        )
+        .await
+        .err(400, "schema_validation_failed");
+    assert_eq!(refused["param"], "message/add", "{refused}");
+    let inbox = api
+        .get("/v1/workflows/instances/inbox?id=counter-1")
+        .await
+        .ok();
+    assert_eq!(inbox["messages"], json!([]), "nothing was written: {inbox}");
 }

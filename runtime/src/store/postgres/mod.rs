@@ -474,9 +474,15 @@ const NEXT_DUE: &str = "SELECT min(due_at_ms) FROM instances WHERE ns = $1 \
      AND (workflow_type, version) IN (SELECT * FROM unnest($2::text[], $3::text[])) \
      AND due_at_ms IS NOT NULL";
 
-/// The commit function (`schema.rs`), with its 21 parameters.
-const COMMIT: &str = "SELECT turnwise_commit_v2($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-     $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)";
+/// The commit function (`schema.rs`), with its 29 parameters.
+const COMMIT: &str = "SELECT turnwise_commit_v3($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+     $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)";
+const LIST_RUNS: &str = "SELECT body FROM runs WHERE ns = $1 \
+     AND ($2::text IS NULL OR instance_id = $2) AND ($3::text IS NULL OR run_id < $3) \
+     ORDER BY run_id DESC LIMIT $4";
+const LOAD_RUN: &str = "SELECT body FROM runs WHERE ns = $1 AND run_id = $2";
+const COUNT_RUNS: &str = "SELECT (started_at_ms / $3) * $3 AS hour, outcome, count(*) FROM runs \
+     WHERE ns = $1 AND started_at_ms >= $2 GROUP BY hour, outcome ORDER BY hour, outcome";
 const DELETE_TURNS: &str = "DELETE FROM turns WHERE ns = $1 AND id = $2";
 const DELETE_INSTANCE: &str = "DELETE FROM instances WHERE ns = $1 AND id = $2";
 
@@ -540,6 +546,24 @@ impl PostgresStore {
             Some(r) => (Some(clamp(r.keep_turns.max(1))), Some(r.keep_since_ms)),
             None => (None, None),
         };
+        let mut run_ids = Vec::with_capacity(write.runs.len());
+        let mut run_instances = Vec::with_capacity(write.runs.len());
+        let mut run_started = Vec::with_capacity(write.runs.len());
+        let mut run_ended = Vec::with_capacity(write.runs.len());
+        let mut run_outcomes = Vec::with_capacity(write.runs.len());
+        let mut run_bodies = Vec::with_capacity(write.runs.len());
+        for r in &write.runs {
+            run_ids.push(r.id.as_str());
+            run_instances.push(r.workflow_id.as_str());
+            run_started.push(r.started_at_ms);
+            run_ended.push(r.ended_at_ms);
+            run_outcomes.push(r.outcome.as_str());
+            run_bodies.push(
+                serde_json::to_string(r)
+                    .map_err(|e| StoreError::new(format!("postgres: encode a run: {e}")))?,
+            );
+        }
+        let prune_limit = RUN_PRUNE_BATCH as i64;
         // The function sends a notice only if the commit makes the instance due sooner or
         // settles a turn (it compares with the due time it locked), and builds it then.
         let settled = Change::settles(write);
@@ -576,6 +600,14 @@ impl PostgresStore {
                     &channel,
                     &node,
                     &settled,
+                    &run_ids,
+                    &run_instances,
+                    &run_started,
+                    &run_ended,
+                    &run_outcomes,
+                    &run_bodies,
+                    &write.prune_runs_before,
+                    &prune_limit,
                 ],
             )
             .await;
@@ -624,6 +656,15 @@ impl PostgresStore {
             c.notices.fetch_add(1, Relaxed);
         }
     }
+}
+
+/// A stored run summary.
+fn decode_run(body: &str) -> Result<WorkflowRun, StoreError> {
+    serde_json::from_str(body).map_err(|e| {
+        StoreError::new(format!(
+            "postgres: a stored run summary cannot be read: {e}"
+        ))
+    })
 }
 
 fn workflow_arrays(workflows: &[WorkflowRef]) -> (Vec<&str>, Vec<&str>) {
@@ -812,6 +853,70 @@ impl Store for PostgresStore {
         // One statement: its own transaction, all of it or none.
         let client = self.client().await?;
         self.write(&client, &write, false).await
+    }
+
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
+        let limit = clamp(filter.limit as u64);
+        let rows = self
+            .query(
+                LIST_RUNS,
+                &[&ns, &filter.instance, &filter.before, &limit],
+                || "list runs".into(),
+            )
+            .await?;
+        rows.iter().map(|row| decode_run(row.get(0))).collect()
+    }
+
+    async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError> {
+        let row = self
+            .query_opt(LOAD_RUN, &[&ns, &run_id], || format!("read run `{run_id}`"))
+            .await?;
+        row.map(|row| decode_run(row.get(0))).transpose()
+    }
+
+    async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError> {
+        let rows = self
+            .query(COUNT_RUNS, &[&ns, &since_ms, &HOUR_MS], || {
+                "count runs".into()
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(RunCount {
+                    hour_ms: row.get(0),
+                    outcome: row.get(1),
+                    runs: uint(row.get(2), "count")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError> {
+        self.query(
+            "INSERT INTO schemas (ns, workflow_type, version, body) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (ns, workflow_type, version) DO UPDATE SET body = EXCLUDED.body",
+            &[&ns, &workflow_type, &version, &document],
+            || format!("keep the schema of {workflow_type} {version}"),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .query(
+                "SELECT body FROM schemas WHERE ns = $1 ORDER BY workflow_type, version",
+                &[&ns],
+                || "read the schemas".into(),
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {

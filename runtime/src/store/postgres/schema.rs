@@ -6,7 +6,7 @@ use super::pg;
 use crate::store::StoreError;
 
 /// The schema version this code writes, kept in `turnwise_meta`.
-pub(super) const SCHEMA_VERSION: i64 = 1;
+pub(super) const SCHEMA_VERSION: i64 = 2;
 
 /// The advisory lock that serializes migrations of one database: `"turn"` in ASCII.
 const MIGRATION_LOCK: i64 = 0x7475_726e;
@@ -44,6 +44,31 @@ CREATE TABLE turns (
 CREATE UNIQUE INDEX turns_by_message ON turns (ns, id, message_id);
 "#;
 
+/// Version 2: run summaries (`WorkflowRun`, newest first by run id; pruned by end time) and
+/// the registered schema documents.
+const V2: &str = r#"
+CREATE TABLE runs (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    instance_id text COLLATE "C" NOT NULL,
+    started_at_ms bigint NOT NULL,
+    ended_at_ms bigint NOT NULL,
+    outcome text NOT NULL,
+    body text NOT NULL,
+    PRIMARY KEY (ns, run_id)
+);
+CREATE INDEX runs_by_instance ON runs (ns, instance_id, run_id);
+CREATE INDEX runs_by_start ON runs (ns, started_at_ms);
+CREATE INDEX runs_by_end ON runs (ended_at_ms);
+CREATE TABLE schemas (
+    ns text COLLATE "C" NOT NULL,
+    workflow_type text COLLATE "C" NOT NULL,
+    version text COLLATE "C" NOT NULL,
+    body text NOT NULL,
+    PRIMARY KEY (ns, workflow_type, version)
+);
+"#;
+
 /// The commit, as one statement: a write set in one round trip (see `PostgresStore::write`).
 /// Replaced on every connect, so that it is always this version's; the name carries a version
 /// of its own for the day its parameters change while older nodes still run.
@@ -52,12 +77,14 @@ CREATE UNIQUE INDEX turns_by_message ON turns (ns, id, message_id);
 /// not the expected one: nothing written), `taken:<message id>`, `history:<turn>` (a finished
 /// turn would change) or `message-id:<turn>` (a turn's message id would change).
 const COMMIT_FUNCTION: &str = r#"
-CREATE OR REPLACE FUNCTION turnwise_commit_v2(
+CREATE OR REPLACE FUNCTION turnwise_commit_v3(
     p_ns text, p_id text, p_expected bigint, p_relaxed boolean, p_delete boolean,
     p_workflow_type text, p_version text, p_revision bigint, p_pending bigint, p_due bigint,
     p_body text, p_numbers bigint[], p_message_ids text[], p_finished boolean[],
     p_finished_at bigint[], p_bodies text[], p_keep_turns bigint, p_keep_since bigint,
-    p_channel text, p_node text, p_settled boolean
+    p_channel text, p_node text, p_settled boolean,
+    p_run_ids text[], p_run_instances text[], p_run_started bigint[], p_run_ended bigint[],
+    p_run_outcomes text[], p_run_bodies text[], p_prune_runs_before bigint, p_prune_limit bigint
 ) RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
     cur_revision bigint;
@@ -103,6 +130,17 @@ BEGIN
                 p_finished_at, p_bodies)
             ON CONFLICT (ns, id, number) DO UPDATE SET finished = EXCLUDED.finished,
                 finished_at_ms = EXCLUDED.finished_at_ms, body = EXCLUDED.body;
+        INSERT INTO runs (ns, run_id, instance_id, started_at_ms, ended_at_ms, outcome, body)
+            SELECT p_ns, * FROM unnest(p_run_ids, p_run_instances, p_run_started, p_run_ended,
+                p_run_outcomes, p_run_bodies)
+            ON CONFLICT (ns, run_id) DO UPDATE SET instance_id = EXCLUDED.instance_id,
+                started_at_ms = EXCLUDED.started_at_ms, ended_at_ms = EXCLUDED.ended_at_ms,
+                outcome = EXCLUDED.outcome, body = EXCLUDED.body;
+        IF p_prune_runs_before IS NOT NULL THEN
+            DELETE FROM runs WHERE ctid IN (
+                SELECT ctid FROM runs WHERE ended_at_ms < p_prune_runs_before
+                LIMIT p_prune_limit FOR UPDATE SKIP LOCKED);
+        END IF;
         IF p_keep_turns IS NOT NULL THEN
             WITH kept AS (
                 SELECT number FROM turns WHERE ns = p_ns AND id = p_id AND finished
@@ -180,6 +218,9 @@ pub(super) async fn migrate(
             tx.batch_execute(V1)
                 .await
                 .map_err(pg("create the tables"))?;
+            tx.batch_execute(V2)
+                .await
+                .map_err(pg("create the tables of version 2"))?;
             tx.execute(
                 "INSERT INTO turnwise_meta (name, value) VALUES ('schema_version', $1)",
                 &[&SCHEMA_VERSION],
@@ -199,6 +240,17 @@ pub(super) async fn migrate(
                 "postgres: the table turnwise_meta holds schema version {v}, which no version of \
                  turnwise wrote; point turnwise at another database or schema"
             )));
+        }
+        Some(1) => {
+            tx.batch_execute(V2)
+                .await
+                .map_err(pg("migrate to schema version 2 (runs, schemas)"))?;
+            tx.execute(
+                "UPDATE turnwise_meta SET value = $1 WHERE name = 'schema_version'",
+                &[&SCHEMA_VERSION],
+            )
+            .await
+            .map_err(pg("record the schema version"))?;
         }
         // The current version; later versions add their steps here, from `v` up.
         Some(_) => {}

@@ -172,6 +172,10 @@ impl Cache {
         let (Some(new), Some(expected)) = (&write.instance, write.expected_revision) else {
             return Verdict::Direct;
         };
+        if !write.runs.is_empty() || write.prune_runs_before.is_some() {
+            // Run summaries go to their table with the rest of the write set.
+            return Verdict::Direct;
+        }
         if self.half == 0 {
             return Verdict::Direct;
         }

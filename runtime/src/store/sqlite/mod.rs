@@ -33,7 +33,7 @@ use writer::{Bodies, Request, Writer, WriterConfig};
 type Key = (String, String);
 
 /// The schema version this code writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 /// `PRAGMA application_id` of a turnwise store: `"turn"` in ASCII.
 const APPLICATION_ID: i64 = 0x7475_726e;
 /// How long a connection waits for a lock held by another connection.
@@ -87,6 +87,26 @@ CREATE TABLE IF NOT EXISTS journal (
     revision INTEGER NOT NULL,
     instance TEXT NOT NULL,
     turns TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    ns TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    started_at_ms INTEGER NOT NULL,
+    ended_at_ms INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (ns, run_id)
+);
+CREATE INDEX IF NOT EXISTS runs_by_instance ON runs (ns, instance_id, run_id);
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs (ns, started_at_ms);
+CREATE INDEX IF NOT EXISTS runs_by_end ON runs (ended_at_ms);
+CREATE TABLE IF NOT EXISTS schemas (
+    ns TEXT NOT NULL,
+    workflow_type TEXT NOT NULL,
+    version TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (ns, workflow_type, version)
 );
 CREATE TABLE IF NOT EXISTS quarantine (
     seq INTEGER PRIMARY KEY,
@@ -219,9 +239,14 @@ impl SqliteOptions {
 ///   could not be decoded when the store opened, kept as they were; their instances are
 ///   quarantined (see *Records that cannot be read* below).
 ///
-/// The schema version is kept in `PRAGMA user_version` (now 4); files of versions 1 to 3 are
+/// - `runs(ns, run_id, instance_id, started_at_ms, ended_at_ms, outcome, body)`: one row per
+///   run summary ([`WorkflowRun`]), written in the write set that ends the run.
+/// - `schemas(ns, workflow_type, version, body)`: the registered schema documents.
+///
+/// The schema version is kept in `PRAGMA user_version` (now 5); files of versions 1 to 4 are
 /// migrated when opened (version 1's two full `finished` indexes are replaced by the partial
-/// ones; the journal and quarantine tables are added).
+/// ones; the journal, quarantine, runs and schemas tables are added). A file of a newer
+/// version is refused.
 ///
 /// Records are stored as `serde_json` text; with the crate's `exact-numbers` feature numbers
 /// round-trip exactly as written (`1.10` stays `1.10`). Open a store written with that
@@ -993,6 +1018,12 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     replayed
 }
 
+/// A stored run summary.
+fn decode_run(body: &str) -> Result<WorkflowRun, StoreError> {
+    super::json::decode(body)
+        .map_err(|e| StoreError::new(format!("sqlite: a stored run summary cannot be read: {e}")))
+}
+
 fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(
         path,
@@ -1337,6 +1368,130 @@ impl Store for SqliteStore {
         Ok(self.shared.schedule.next_due(ns, &workflows))
     }
 
+    async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
+        if filter.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut sql = String::from("SELECT body FROM runs WHERE ns = ?1");
+        if filter.instance.is_some() {
+            sql.push_str(" AND instance_id = ?2");
+        }
+        if filter.before.is_some() {
+            sql.push_str(" AND run_id < ?3");
+        }
+        sql.push_str(" ORDER BY run_id DESC LIMIT ?4");
+        let ns = ns.to_owned();
+        self.read(move |conn| {
+            let bodies: Vec<String> = conn
+                .prepare_cached(&sql)
+                .and_then(|mut s| {
+                    s.query_map(
+                        params![
+                            ns,
+                            filter.instance,
+                            filter.before,
+                            clamp_usize(filter.limit)
+                        ],
+                        |r| r.get(0),
+                    )?
+                    .collect()
+                })
+                .map_err(db("list runs"))?;
+            bodies.iter().map(|b| decode_run(b)).collect()
+        })
+        .await
+    }
+
+    async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError> {
+        let (ns, run_id) = (ns.to_owned(), run_id.to_owned());
+        self.read(move |conn| {
+            let body: Option<String> = conn
+                .prepare_cached("SELECT body FROM runs WHERE ns = ?1 AND run_id = ?2")
+                .and_then(|mut s| s.query_row(params![ns, run_id], |r| r.get(0)).optional())
+                .map_err(db(format_args!("read run `{run_id}`")))?;
+            body.as_deref().map(decode_run).transpose()
+        })
+        .await
+    }
+
+    async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError> {
+        let ns = ns.to_owned();
+        self.read(move |conn| {
+            let rows: Vec<(i64, String, i64)> = conn
+                .prepare_cached(
+                    "SELECT (started_at_ms / ?3) * ?3 AS hour, outcome, COUNT(*) FROM runs \
+                     WHERE ns = ?1 AND started_at_ms >= ?2 GROUP BY hour, outcome \
+                     ORDER BY hour, outcome",
+                )
+                .and_then(|mut s| {
+                    s.query_map(params![ns, since_ms, HOUR_MS], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })?
+                    .collect()
+                })
+                .map_err(db("count runs"))?;
+            rows.into_iter()
+                .map(|(hour_ms, outcome, runs)| {
+                    Ok(RunCount {
+                        hour_ms,
+                        outcome,
+                        runs: uint(runs, "count")?,
+                    })
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn save_schema(
+        &self,
+        ns: &str,
+        workflow_type: &str,
+        version: &str,
+        document: &str,
+    ) -> Result<(), StoreError> {
+        // Rare (workers register when they start): a short-lived connection of its own, which
+        // waits for the writer's lock like any other SQLite connection, and syncs its commit.
+        let path = self.shared.path.clone();
+        let row = (
+            ns.to_owned(),
+            workflow_type.to_owned(),
+            version.to_owned(),
+            document.to_owned(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let conn = Connection::open_with_flags(
+                &path,
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(db(format_args!("open {}", path.display())))?;
+            configure(&conn, &path)?;
+            conn.execute_batch("PRAGMA synchronous = FULL")
+                .map_err(db("set synchronous"))?;
+            conn.execute(
+                "INSERT INTO schemas (ns, workflow_type, version, body) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (ns, workflow_type, version) DO UPDATE SET body = excluded.body",
+                params![row.0, row.1, row.2, row.3],
+            )
+            .map_err(db(format_args!("keep the schema of {} {}", row.1, row.2)))?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::caused("sqlite: schema write task failed", e))?
+    }
+
+    async fn load_schemas(&self, ns: &str) -> Result<Vec<String>, StoreError> {
+        let ns = ns.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT body FROM schemas WHERE ns = ?1 ORDER BY workflow_type, version",
+            )
+            .and_then(|mut s| s.query_map(params![ns], |r| r.get(0))?.collect())
+            .map_err(db("read the schemas"))
+        })
+        .await
+    }
+
     async fn delete_unreadable(&self, ns: &str, id: &str) -> Result<bool, StoreError> {
         let key = (ns.to_owned(), id.to_owned());
         if !self.shared.quarantine.contains(&key) {
@@ -1362,6 +1517,8 @@ impl Store for SqliteStore {
             instance: None,
             turns: Vec::new(),
             retention: None,
+            runs: Vec::new(),
+            prune_runs_before: None,
             durability: Durability::Durable,
         };
         match self.commit(write).await {

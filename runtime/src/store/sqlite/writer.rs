@@ -25,6 +25,7 @@ pub(super) struct Request {
 pub(super) struct Bodies {
     instance: Option<String>,
     turns: Vec<String>,
+    runs: Vec<String>,
 }
 
 impl Bodies {
@@ -39,6 +40,11 @@ impl Bodies {
                 .turns
                 .iter()
                 .map(|t| encode(t, "a turn"))
+                .collect::<Result<_, _>>()?,
+            runs: write
+                .runs
+                .iter()
+                .map(|r| encode(r, "a run summary"))
                 .collect::<Result<_, _>>()?,
         })
     }
@@ -1123,6 +1129,17 @@ fn finish_write(
     for (t, body) in write.turns.iter().zip(&bodies.turns) {
         write_turn(conn, ns, id, t, body)?;
     }
+    for (run, body) in write.runs.iter().zip(&bodies.runs) {
+        write_run(conn, ns, run, body)?;
+    }
+    if let Some(before) = write.prune_runs_before {
+        conn.prepare_cached(
+            "DELETE FROM runs WHERE rowid IN \
+             (SELECT rowid FROM runs WHERE ended_at_ms < ?1 LIMIT ?2)",
+        )
+        .and_then(|mut s| s.execute(params![before, clamp_usize(RUN_PRUNE_BATCH)]))
+        .map_err(db("delete expired run summaries"))?;
+    }
     if let Some(r) = write.retention {
         pruned_through = pruned_through.max(prune(conn, ns, id, r)?);
     }
@@ -1138,6 +1155,30 @@ fn finish_write(
         .map_err(db(format_args!("write `{id}`")))?;
     }
     Ok(pruned_through)
+}
+
+/// Insert or replace one run summary.
+fn write_run(conn: &Connection, ns: &str, run: &WorkflowRun, body: &str) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO runs (ns, run_id, instance_id, started_at_ms, ended_at_ms, outcome, body) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+         ON CONFLICT (ns, run_id) DO UPDATE SET instance_id = excluded.instance_id, \
+         started_at_ms = excluded.started_at_ms, ended_at_ms = excluded.ended_at_ms, \
+         outcome = excluded.outcome, body = excluded.body",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            ns,
+            run.id,
+            run.workflow_id,
+            run.started_at_ms,
+            run.ended_at_ms,
+            run.outcome.as_str(),
+            body
+        ])
+    })
+    .map_err(db(format_args!("write run `{}`", run.id)))?;
+    Ok(())
 }
 
 /// The columns of one turn row.
@@ -1379,6 +1420,8 @@ mod tests {
             instance: None,
             turns: Vec::new(),
             retention: None,
+            runs: Vec::new(),
+            prune_runs_before: None,
             durability,
         };
         Request {

@@ -1,0 +1,283 @@
+//! Registered workflow schemas: kept in the store per (namespace, type, version), and, with
+//! the `schema-validation` feature, the admission checks of messages and signals.
+//!
+//! The engine keeps compiled validators of each namespace it has looked at in memory, read
+//! from the store when first needed and again at most every [`RELOAD`], so that a document
+//! another process registered on a shared store is used soon after. A document registered
+//! through this engine is used at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::*;
+use crate::protocol::validate;
+
+/// How long a namespace's documents read from the store are used before they are read again.
+pub(super) const RELOAD: Duration = Duration::from_secs(5);
+
+/// At most this many violations are reported.
+const MAX_REPORTED: usize = 10;
+
+/// A document as the store keeps it: the registered document and when it was registered.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Stored {
+    #[serde(flatten)]
+    document: SchemaDocument,
+    registered_at_ms: Millis,
+}
+
+/// A registered document with what its checks need.
+pub(super) struct Entry {
+    stored: Stored,
+    #[cfg(feature = "schema-validation")]
+    message: Option<jsonschema::Validator>,
+    #[cfg(feature = "schema-validation")]
+    signals: HashMap<String, jsonschema::Validator>,
+}
+
+impl Entry {
+    /// The document as the schemas routes serve it: the document with `registered_at_ms`.
+    pub(super) fn view(&self) -> Value {
+        serde_json::to_value(&self.stored).unwrap_or(Value::Null)
+    }
+}
+
+/// One namespace's documents, by (type, version), and when they were read from the store.
+struct Namespace {
+    read_at: Instant,
+    entries: HashMap<(String, String), Arc<Entry>>,
+}
+
+/// The registered documents of the namespaces this engine has looked at.
+#[derive(Default)]
+pub(super) struct Schemas {
+    namespaces: Mutex<HashMap<String, Namespace>>,
+}
+
+#[cfg(feature = "schema-validation")]
+fn compile(param: &str, schema: &Value) -> Result<Option<jsonschema::Validator>> {
+    if schema.is_null() {
+        return Ok(None);
+    }
+    jsonschema::validator_for(schema)
+        .map(Some)
+        .map_err(|e| Error::invalid(param, format!("`{param}` is not a usable JSON Schema: {e}")))
+}
+
+/// Check a document and compile its validators.
+fn entry(stored: Stored) -> Result<Entry> {
+    let d = &stored.document;
+    validate::identifier("workflow_type", &d.workflow_type)?;
+    validate::identifier("version", &d.version)?;
+    for name in d.signals.keys() {
+        if let Err(why) = turnwise_rules::check_identifier(name) {
+            return Err(Error::invalid(
+                "signals",
+                format!("{name:?} is not a valid signal name: {why}"),
+            ));
+        }
+    }
+    #[cfg(feature = "schema-validation")]
+    {
+        let message = compile("message", &d.message)?;
+        compile("state", &d.state)?;
+        compile("reply", &d.reply)?;
+        let mut signals = HashMap::new();
+        for (name, schema) in &d.signals {
+            if let Some(v) = compile(&format!("signals.{name}"), schema)? {
+                signals.insert(name.clone(), v);
+            }
+        }
+        Ok(Entry {
+            stored,
+            message,
+            signals,
+        })
+    }
+    #[cfg(not(feature = "schema-validation"))]
+    Ok(Entry { stored })
+}
+
+impl Schemas {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Namespace>> {
+        self.namespaces
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Engine {
+    /// Register (or replace) the schema document of one workflow type and version in this
+    /// engine's namespace: checked (identifiers, usable JSON Schemas), kept in the store, and
+    /// used for admission checks from now on. Answers the document as served, with
+    /// `registered_at_ms`.
+    pub async fn register_schema_document(&self, document: SchemaDocument) -> Result<Value> {
+        let stored = Stored {
+            document,
+            registered_at_ms: self.now(),
+        };
+        let entry = entry(stored)?;
+        let body = serde_json::to_string(&entry.stored)
+            .map_err(|e| Error::store(format!("encode a schema document: {e}")))?;
+        let d = &entry.stored.document;
+        self.inner
+            .store
+            .save_schema(&self.ns, &d.workflow_type, &d.version, &body)
+            .await?;
+        let view = entry.view();
+        let key = (d.workflow_type.clone(), d.version.clone());
+        let mut namespaces = self.inner.schemas.lock();
+        if let Some(ns) = namespaces.get_mut(&*self.ns) {
+            ns.entries.insert(key, Arc::new(entry));
+        }
+        Ok(view)
+    }
+
+    /// The registered schema documents of this namespace (as served, with
+    /// `registered_at_ms`), by type and version, optionally of one type (and version).
+    pub async fn schema_documents(
+        &self,
+        workflow_type: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<Vec<Value>> {
+        let entries = self.namespace_schemas().await?;
+        let mut found: Vec<(&(String, String), &Arc<Entry>)> = entries
+            .iter()
+            .filter(|((t, v), _)| {
+                workflow_type.is_none_or(|want| want == t) && version.is_none_or(|want| want == v)
+            })
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(b.0));
+        Ok(found.into_iter().map(|(_, e)| e.view()).collect())
+    }
+
+    /// This namespace's documents, read from the store when not read in the last [`RELOAD`].
+    async fn namespace_schemas(&self) -> Result<HashMap<(String, String), Arc<Entry>>> {
+        {
+            let namespaces = self.inner.schemas.lock();
+            if let Some(ns) = namespaces
+                .get(&*self.ns)
+                .filter(|ns| ns.read_at.elapsed() < RELOAD)
+            {
+                return Ok(ns.entries.clone());
+            }
+        }
+        let read_at = Instant::now();
+        let mut entries = HashMap::new();
+        for body in self.inner.store.load_schemas(&self.ns).await? {
+            // A kept document this version cannot use is left out (and said once per read).
+            let parsed = serde_json::from_str::<Stored>(&body)
+                .map_err(|e| Error::invalid("document", e))
+                .and_then(entry);
+            match parsed {
+                Ok(e) => {
+                    let d = &e.stored.document;
+                    entries.insert((d.workflow_type.clone(), d.version.clone()), Arc::new(e));
+                }
+                Err(e) => tracing::warn!(
+                    namespace = %self.ns,
+                    "a kept schema document cannot be used and is left out: {e}"
+                ),
+            }
+        }
+        self.inner.schemas.lock().insert(
+            self.ns.to_string(),
+            Namespace {
+                read_at,
+                entries: entries.clone(),
+            },
+        );
+        Ok(entries)
+    }
+
+    /// The document of one type and version, if one is registered.
+    #[cfg(feature = "schema-validation")]
+    async fn schema_entry(&self, workflow_type: &str, version: &str) -> Result<Option<Arc<Entry>>> {
+        let entries = self.namespace_schemas().await?;
+        Ok(entries
+            .get(&(workflow_type.to_owned(), version.to_owned()))
+            .cloned())
+    }
+
+    /// Check a message against its workflow's message schema, if one is registered.
+    pub(super) async fn check_message_schema(
+        &self,
+        inst: &InstanceRecord,
+        message: &Value,
+    ) -> Result<()> {
+        #[cfg(feature = "schema-validation")]
+        if let Some(entry) = self
+            .schema_entry(&inst.workflow_type, &inst.version)
+            .await?
+        {
+            if let Some(v) = &entry.message {
+                let what = format!(
+                    "the message schema of {} {}",
+                    inst.workflow_type, inst.version
+                );
+                return check(v, "message", &what, message);
+            }
+        }
+        let _ = (inst, message);
+        Ok(())
+    }
+
+    /// Check a signal value against the schema of its name, if one is registered.
+    pub(super) async fn check_signal_schema(
+        &self,
+        inst: &InstanceRecord,
+        name: &str,
+        value: &Value,
+    ) -> Result<()> {
+        #[cfg(feature = "schema-validation")]
+        if let Some(entry) = self
+            .schema_entry(&inst.workflow_type, &inst.version)
+            .await?
+        {
+            if let Some(v) = entry.signals.get(name) {
+                let what = format!(
+                    "the schema of signal `{name}` of {} {}",
+                    inst.workflow_type, inst.version
+                );
+                return check(v, "value", &what, value);
+            }
+        }
+        let _ = (inst, name, value);
+        Ok(())
+    }
+}
+
+/// [`Error::SchemaValidation`] naming every failing path (JSON Pointers into `param`).
+#[cfg(feature = "schema-validation")]
+fn check(validator: &jsonschema::Validator, param: &str, what: &str, value: &Value) -> Result<()> {
+    let errors: Vec<SchemaViolation> = validator
+        .iter_errors(value)
+        .take(MAX_REPORTED)
+        .map(|e| {
+            SchemaViolation::new(
+                e.instance_path().as_str(),
+                e.schema_path().as_str(),
+                e.to_string(),
+            )
+        })
+        .collect();
+    let Some(first) = errors.first() else {
+        return Ok(());
+    };
+    let listed: Vec<String> = errors.iter().map(SchemaViolation::describe).collect();
+    Err(Error::SchemaValidation {
+        param: format!("{param}{}", first.instance_path),
+        message: format!(
+            "`{param}` does not match {what}: {}; nothing was written",
+            listed.join("; ")
+        ),
+        errors,
+    })
+}
+
+#[cfg(not(feature = "schema-validation"))]
+const _: usize = MAX_REPORTED;
