@@ -82,6 +82,11 @@ pub struct InstanceRecord {
     /// An id of this incarnation of the instance, mixed into effect prefixes so that a
     /// deleted and re-created instance does not reuse effect ids.
     pub epoch: String,
+    /// The instance's schedules (delayed messages and recurring firings), by name. Kept in the
+    /// record so that admitting a firing and advancing its schedule are one conditional write.
+    /// The engine folds the earliest unpaused `next_fire_ms` into `due_at_ms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<WorkflowSchedule>,
 }
 
 /// One turn: a message and what became of it. Unfinished turns form the inbox; finished ones

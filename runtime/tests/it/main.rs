@@ -26,6 +26,7 @@ mod test_codec_props;
 mod test_errors;
 mod test_handles;
 mod test_replay;
+mod test_schedules;
 mod test_signals;
 mod test_steps;
 mod test_transact;

@@ -52,6 +52,7 @@ pub fn instance_record(ns: &str, id: &str, revision: u64) -> InstanceRecord {
         history_pruned_through: 0,
         due_at_ms: None,
         epoch: "e1".into(),
+        schedules: Vec::new(),
     }
 }
 
