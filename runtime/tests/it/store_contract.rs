@@ -267,6 +267,7 @@ contract!(
     retention_is_noop_within_limits,
     numbers_round_trip,
     namespaces_are_isolated,
+    schedules_advance_with_their_firing,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -643,6 +644,71 @@ async fn due_ordering_limit_and_filter(s: &dyn Store) {
     moved.revision = 2;
     ok(s, write(moved, Some(1), vec![])).await;
     assert_eq!(s.due(NS, &order, 19, 100).await.unwrap(), ["negative"]);
+}
+
+/// A schedule of an instance, due at `next`, as an engine keeps it in the instance record.
+fn schedule(name: &str, next: Option<Millis>, fired: u64) -> WorkflowSchedule {
+    serde_json::from_value(json!({
+        "workflow_id": "a", "name": name,
+        "spec": {"kind": "every", "every_ms": 1000, "anchor_ms": 0},
+        "message": {"tick": true}, "catch_up": "one", "paused": false,
+        "next_fire_ms": next, "fired": fired, "skipped": 0,
+        "created_at_ms": 0, "updated_at_ms": 0,
+    }))
+    .unwrap()
+}
+
+/// Schedules live in the instance record: a firing's turn and the schedule's advance are
+/// one write set, so two engines deciding the same firing from one revision admit it once,
+/// and the record (with the due index) comes back as written, after a reopen too.
+async fn schedules_advance_with_their_firing(s: &dyn Store) {
+    let before = InstanceRecord {
+        schedules: vec![schedule("tick", Some(1000), 0)],
+        due_at_ms: Some(1000),
+        ..inst("a", 1)
+    };
+    ok(s, create(before.clone(), vec![])).await;
+    assert_eq!(load(s, "a").await, Some(before));
+    assert_eq!(
+        s.due(NS, &[wf("order", "v1")], 1000, 10).await.unwrap(),
+        ["a"]
+    );
+    // Two deciders fire the 1000 occurrence from revision 1: the first commit wins.
+    let fired = |n| InstanceRecord {
+        schedules: vec![schedule("tick", Some(2000), 1)],
+        pending: vec![1],
+        next_turn: 2,
+        due_at_ms: Some(n),
+        ..inst("a", 2)
+    };
+    let firing = || turn(1, "schedule/tick/1970-01-01T00:00:01.000Z");
+    ok(s, write(fired(1000), Some(1), vec![firing()])).await;
+    conflict(s, write(fired(1001), Some(1), vec![firing()])).await;
+    let after = load(s, "a").await.unwrap();
+    assert_eq!(after, fired(1000));
+    assert_eq!(after.schedules[0].next_fire_ms, Some(2000));
+    assert_eq!(
+        numbers(&s.list_turns(NS, "a", all(false)).await.unwrap()),
+        [1]
+    );
+    // The same firing again, from the new revision, is refused by the message-id index.
+    let mut again = fired(1000);
+    again.revision = 3;
+    again.pending = vec![1, 2];
+    let mut twice = firing();
+    twice.number = 2;
+    taken(
+        s,
+        write(again, Some(2), vec![twice]),
+        "schedule/tick/1970-01-01T00:00:01.000Z",
+    )
+    .await;
+    // Listings carry the schedules too.
+    let listed = s
+        .list_instances(NS, filter(None, None, None, 10))
+        .await
+        .unwrap();
+    assert_eq!(listed[0].schedules, fired(1000).schedules);
 }
 
 async fn next_due(s: &dyn Store) {
@@ -1108,9 +1174,9 @@ async fn sqlite_relaxed_and_durable_commits_persist() {
     assert_eq!(load_turn(&s, "r0", 1).await, Some(finished(1, "m", 3)));
 }
 
-/// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal) and 3
-/// (no quarantine table) open: they are moved to version 4, and their instances and turns read
-/// as before.
+/// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal), 3
+/// (no quarantine table) and 4 (no schedules in instance bodies) open: they are moved to
+/// version 5, and their instances and turns read as before.
 #[tokio::test]
 async fn sqlite_migrates_older_schema_versions() {
     // Turn 2 is the instance's one unfinished turn.
@@ -1118,7 +1184,7 @@ async fn sqlite_migrates_older_schema_versions() {
         pending: vec![2],
         ..inst("a", revision)
     };
-    for old in [1, 2, 3] {
+    for old in [1, 2, 3, 4] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
         {
@@ -1129,8 +1195,11 @@ async fn sqlite_migrates_older_schema_versions() {
         {
             // Put the file back as that version wrote it.
             let conn = rusqlite::Connection::open(&path).unwrap();
-            conn.execute_batch("DROP TABLE quarantine; PRAGMA user_version = 3;")
-                .unwrap();
+            conn.execute_batch("PRAGMA user_version = 4;").unwrap();
+            if old <= 3 {
+                conn.execute_batch("DROP TABLE quarantine; PRAGMA user_version = 3;")
+                    .unwrap();
+            }
             if old <= 2 {
                 conn.execute_batch("DROP TABLE journal; PRAGMA user_version = 2;")
                     .unwrap();
@@ -1164,7 +1233,7 @@ async fn sqlite_migrates_older_schema_versions() {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 4);
+        assert_eq!(version, 5);
         let quarantined: i64 = conn
             .query_row("SELECT COUNT(*) FROM quarantine", [], |r| r.get(0))
             .expect("the quarantine table exists after the migration");
@@ -1278,4 +1347,49 @@ async fn sqlite_long_relaxed_runs_persist() {
             REVISIONS
         );
     }
+}
+
+/// A database of schema version 1 (before schedules) is moved to version 2 when a store
+/// connects, its records read as before; a database of a newer version is refused.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_migrates_version_1_and_refuses_newer() {
+    let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_versions").await
+    else {
+        return;
+    };
+    let s = db.store().await;
+    ok(&s, create(inst("a", 1), vec![turn(1, "m1")])).await;
+    drop(s);
+    let (client, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    async fn read(c: &tokio_postgres::Client) -> i64 {
+        c.query_one(
+            "SELECT value FROM turnwise_meta WHERE name = 'schema_version'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+    }
+    assert_eq!(read(&client).await, 2);
+    client
+        .batch_execute("UPDATE turnwise_meta SET value = 1 WHERE name = 'schema_version'")
+        .await
+        .unwrap();
+    let s = db.store().await;
+    assert_eq!(load(&s, "a").await, Some(inst("a", 1)));
+    drop(s);
+    assert_eq!(read(&client).await, 2, "migrated to version 2");
+    client
+        .batch_execute("UPDATE turnwise_meta SET value = 99 WHERE name = 'schema_version'")
+        .await
+        .unwrap();
+    let err = turnwise::store::PostgresStore::connect_with(&db.url(), db.options())
+        .await
+        .err()
+        .expect("a newer schema is refused");
+    assert!(err.to_string().contains("schema version 99"), "{err}");
 }

@@ -6,7 +6,12 @@ use super::pg;
 use crate::store::StoreError;
 
 /// The schema version this code writes, kept in `turnwise_meta`.
-pub(super) const SCHEMA_VERSION: i64 = 1;
+pub(super) const SCHEMA_VERSION: i64 = 2;
+
+/// Version 2 changes no table: instance bodies may carry schedules (`InstanceRecord::schedules`)
+/// from then on. A turnwise that knows only version 1 would drop them when it rewrote a record,
+/// so the version rises and such a turnwise refuses the database.
+const V2: &str = "UPDATE turnwise_meta SET value = 2 WHERE name = 'schema_version'";
 
 /// The advisory lock that serializes migrations of one database: `"turn"` in ASCII.
 const MIGRATION_LOCK: i64 = 0x7475_726e;
@@ -199,6 +204,11 @@ pub(super) async fn migrate(
                 "postgres: the table turnwise_meta holds schema version {v}, which no version of \
                  turnwise wrote; point turnwise at another database or schema"
             )));
+        }
+        Some(1) => {
+            tx.batch_execute(V2)
+                .await
+                .map_err(pg("migrate the schema from version 1 to 2"))?;
         }
         // The current version; later versions add their steps here, from `v` up.
         Some(_) => {}

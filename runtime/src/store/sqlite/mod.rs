@@ -33,7 +33,7 @@ use writer::{Bodies, Request, Writer, WriterConfig};
 type Key = (String, String);
 
 /// The schema version this code writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 /// `PRAGMA application_id` of a turnwise store: `"turn"` in ASCII.
 const APPLICATION_ID: i64 = 0x7475_726e;
 /// How long a connection waits for a lock held by another connection.
@@ -219,9 +219,11 @@ impl SqliteOptions {
 ///   could not be decoded when the store opened, kept as they were; their instances are
 ///   quarantined (see *Records that cannot be read* below).
 ///
-/// The schema version is kept in `PRAGMA user_version` (now 4); files of versions 1 to 3 are
+/// The schema version is kept in `PRAGMA user_version` (now 5); files of versions 1 to 4 are
 /// migrated when opened (version 1's two full `finished` indexes are replaced by the partial
-/// ones; the journal and quarantine tables are added).
+/// ones; the journal and quarantine tables are added). Version 5 changes no table: instance
+/// bodies may carry schedules from then on, which a turnwise of version 4 would drop when it
+/// rewrote the record, so it must refuse the file.
 ///
 /// Records are stored as `serde_json` text; with the crate's `exact-numbers` feature numbers
 /// round-trip exactly as written (`1.10` stays `1.10`). Open a store written with that
