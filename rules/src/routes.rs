@@ -79,11 +79,19 @@ pub enum Route {
     ListSchemas,
     /// Register a workflow schema.
     RegisterSchema,
+    /// Create a schedule on an instance (a turnwise extension).
+    CreateSchedule,
+    /// List schedules (a turnwise extension).
+    ListSchedules,
+    /// Read one schedule (a turnwise extension).
+    GetSchedule,
+    /// Pause, resume or delete a schedule (a turnwise extension).
+    ControlSchedule,
 }
 
 impl Route {
     /// Every route, grouped by path.
-    pub const ALL: [Route; 22] = [
+    pub const ALL: [Route; 26] = [
         Route::CreateInstance,
         Route::ListInstances,
         Route::GetInstance,
@@ -106,6 +114,10 @@ impl Route {
         Route::Status,
         Route::ListSchemas,
         Route::RegisterSchema,
+        Route::CreateSchedule,
+        Route::ListSchedules,
+        Route::GetSchedule,
+        Route::ControlSchedule,
     ];
 
     /// The route's method.
@@ -113,11 +125,10 @@ impl Route {
         use Route::*;
         match self {
             ListInstances | GetInstance | InstanceInbox | TypeInbox | History | Turn | Status
-            | ListSchemas => Method::Get,
+            | ListSchemas | ListSchedules | GetSchedule => Method::Get,
             CreateInstance | SendMessage | Control | Delete | Claim | Operation | Progress
-            | Checkpoint | WaitSignal | Signal | Complete | Fail | Heartbeat | RegisterSchema => {
-                Method::Post
-            }
+            | Checkpoint | WaitSignal | Signal | Complete | Fail | Heartbeat | RegisterSchema
+            | CreateSchedule | ControlSchedule => Method::Post,
         }
     }
 
@@ -145,6 +156,9 @@ impl Route {
             Heartbeat => "/v1/workflows/turns/heartbeat",
             Status => "/v1/workflows/status",
             ListSchemas | RegisterSchema => "/v1/workflows/schemas",
+            CreateSchedule | ListSchedules => "/v1/workflows/schedules",
+            GetSchedule => "/v1/workflows/schedules/get",
+            ControlSchedule => "/v1/workflows/schedules/control",
         }
     }
 
@@ -208,7 +222,7 @@ mod tests {
     #[test]
     fn shared_paths_are_listed_once() {
         let paths = Route::paths();
-        assert_eq!(paths.len(), Route::ALL.len() - 2);
+        assert_eq!(paths.len(), Route::ALL.len() - 3);
         assert_eq!(paths[0], "/v1/workflows/instances");
         assert!(paths.contains(&"/v1/workflows/schemas"));
         assert_eq!(Route::Claim.to_string(), "POST /v1/workflows/turns/claim");

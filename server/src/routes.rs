@@ -47,6 +47,10 @@ fn handler(route: Route) -> MethodRouter<AppState> {
         Route::Status => on(method, status),
         Route::ListSchemas => on(method, list_schemas),
         Route::RegisterSchema => on(method, register_schema),
+        Route::CreateSchedule => on(method, create_schedule),
+        Route::ListSchedules => on(method, list_schedules),
+        Route::GetSchedule => on(method, get_schedule),
+        Route::ControlSchedule => on(method, control_schedule),
     }
 }
 
@@ -134,6 +138,54 @@ async fn message(
         }
     }
     Ok(Json(engine.send_message(req).await?))
+}
+
+// ---- schedules (a turnwise extension) ------------------------------------------------------
+
+async fn create_schedule(
+    State(state): State<AppState>,
+    Ns(engine): Ns,
+    Body(req): Body<CreateScheduleRequest>,
+) -> ApiResult<Json<WorkflowSchedule>> {
+    // The message is checked as a message is when it is sent: each firing admits it as it is.
+    if state.schemas.count(engine.ns()) > 0 {
+        if let Ok(inst) = engine.get_instance(&req.workflow_id).await {
+            state.schemas.check_message(
+                engine.ns(),
+                &inst.workflow_type,
+                &inst.version,
+                &req.message,
+            )?;
+        }
+    }
+    Ok(Json(engine.create_schedule(req).await?))
+}
+
+async fn list_schedules(
+    Ns(engine): Ns,
+    Query(q): Query<ListSchedulesQuery>,
+) -> ApiResult<Json<ScheduleList>> {
+    Ok(Json(engine.list_schedules(q).await?))
+}
+
+#[derive(Deserialize)]
+struct ScheduleRead {
+    workflow_id: String,
+    name: String,
+}
+
+async fn get_schedule(
+    Ns(engine): Ns,
+    Query(q): Query<ScheduleRead>,
+) -> ApiResult<Json<WorkflowSchedule>> {
+    Ok(Json(engine.get_schedule(&q.workflow_id, &q.name).await?))
+}
+
+async fn control_schedule(
+    Ns(engine): Ns,
+    Body(req): Body<ScheduleControlRequest>,
+) -> ApiResult<Json<ScheduleControlResponse>> {
+    Ok(Json(engine.control_schedule(req).await?))
 }
 
 async fn inbox(Ns(engine): Ns, Query(q): Query<InboxQuery>) -> ApiResult<Json<InboxResponse>> {

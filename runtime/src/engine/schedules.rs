@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::writes::new_turn;
 use super::*;
+use crate::protocol::firing_id;
 use crate::protocol::validate;
 use crate::store::Durability::Durable;
 use turnwise_rules::names;
@@ -46,17 +47,8 @@ pub(super) fn any_due(inst: &InstanceRecord, now: Millis) -> bool {
         .any(|s| !s.paused && s.next_fire_ms.is_some_and(|t| t <= now))
 }
 
-/// The message id of a recurring schedule's firing at `at`: `schedule/<name>/<RFC 3339 UTC>`.
-/// The `/` keeps it apart from every id a client may send (identifiers have none).
-pub fn firing_id(name: &str, at: Millis) -> String {
-    format!("schedule/{name}/{}", rfc3339(at))
-}
-
 fn rfc3339(ms: Millis) -> String {
-    match DateTime::<Utc>::from_timestamp_millis(ms) {
-        Some(t) => t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
-        None => ms.to_string(),
-    }
+    crate::protocol::fire_time(ms)
 }
 
 fn parse_cron(expr: &str) -> Result<croner::Cron> {

@@ -206,3 +206,25 @@ pub struct ScheduleControlResponse {
     /// Whether a delete removed it (`false` for a schedule that was not there).
     pub deleted: bool,
 }
+
+/// The message id of a recurring schedule's firing at `at_ms`: `schedule/<name>/<fire time>`,
+/// the fire time in RFC 3339 UTC with milliseconds (see [`fire_time`]). The `/` keeps it apart
+/// from every id a client may send (identifiers have none).
+///
+/// ```
+/// assert_eq!(
+///     turnwise::protocol::firing_id("nightly", 1_767_225_600_000),
+///     "schedule/nightly/2026-01-01T00:00:00.000Z"
+/// );
+/// ```
+pub fn firing_id(name: &str, at_ms: Millis) -> String {
+    format!("schedule/{name}/{}", fire_time(at_ms))
+}
+
+/// A fire time as firing ids and origins write it: RFC 3339 UTC with milliseconds.
+pub fn fire_time(at_ms: Millis) -> String {
+    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(at_ms) {
+        Some(t) => t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        None => at_ms.to_string(),
+    }
+}
