@@ -14,6 +14,8 @@ mod crash;
 mod http_retry;
 mod http_tls;
 mod protocol_unknown_values;
+mod schedule_crash;
+mod schedule_nodes;
 mod snapshot;
 mod sqlite_stats;
 mod store_contract;
