@@ -1387,9 +1387,9 @@ async fn postgres_migrates_version_1_and_refuses_newer() {
         .batch_execute("UPDATE turnwise_meta SET value = 99 WHERE name = 'schema_version'")
         .await
         .unwrap();
-    let err = turnwise::store::PostgresStore::connect_with(&db.url(), db.options())
-        .await
-        .err()
-        .expect("a newer schema is refused");
+    let Err(err) = turnwise::store::PostgresStore::connect_with(&db.url(), db.options()).await
+    else {
+        panic!("a newer schema is refused");
+    };
     assert!(err.to_string().contains("schema version 99"), "{err}");
 }
