@@ -257,50 +257,55 @@ impl Engine {
         let limits = &self.inner.config.limits;
         let mut turns = Vec::new();
         let mut schedules = std::mem::take(&mut inst.schedules);
-        for s in schedules.iter_mut().filter(|s| !s.paused) {
-            let (admit, mut skipped, next) = plan(s, now);
+        // The occurrences to admit, of every due schedule, in fire-time order (then by name).
+        let mut firings: Vec<(Millis, usize)> = Vec::new();
+        for (i, s) in schedules.iter_mut().enumerate().filter(|(_, s)| !s.paused) {
+            let (admit, skipped, next) = plan(s, now);
             if admit.is_empty() && skipped == 0 && next == s.next_fire_ms {
                 continue;
             }
-            for at in admit {
-                let message_id = match s.spec {
-                    ScheduleSpec::Once { .. } | ScheduleSpec::After { .. } => s.name.clone(),
-                    _ => firing_id(&s.name, at),
-                };
-                if taken.contains(&message_id) {
-                    continue;
-                }
-                if inst.pending.len() >= limits.pending_messages {
-                    // A full inbox cannot take the firing: it is counted as skipped, and the
-                    // schedule moves on rather than piling up.
-                    skipped += 1;
-                    continue;
-                }
-                let mut origin = MessageOrigin::new("schedule");
-                origin
-                    .fields
-                    .insert("schedule".into(), Value::String(s.name.clone()));
-                origin
-                    .fields
-                    .insert("fire_time".into(), Value::String(rfc3339(at)));
-                let number = inst.next_turn;
-                let turn = new_turn(
-                    &inst,
-                    number,
-                    message_id,
-                    s.message.clone(),
-                    Some(origin),
-                    now,
-                );
-                inst.next_turn += 1;
-                inst.pending.push(number);
-                turns.push(turn);
-                s.fired += 1;
-                s.last_fire_ms = Some(at);
-            }
+            firings.extend(admit.into_iter().map(|at| (at, i)));
             s.skipped += skipped;
             s.next_fire_ms = next;
             s.updated_at_ms = now;
+        }
+        firings.sort_by(|a, b| (a.0, &schedules[a.1].name).cmp(&(b.0, &schedules[b.1].name)));
+        for (at, i) in firings {
+            let s = &mut schedules[i];
+            let message_id = match s.spec {
+                ScheduleSpec::Once { .. } | ScheduleSpec::After { .. } => s.name.clone(),
+                _ => firing_id(&s.name, at),
+            };
+            if taken.contains(&message_id) {
+                continue;
+            }
+            if inst.pending.len() >= limits.pending_messages {
+                // A full inbox cannot take the firing: it is counted as skipped, and the
+                // schedule moves on rather than piling up.
+                s.skipped += 1;
+                continue;
+            }
+            let mut origin = MessageOrigin::new("schedule");
+            origin
+                .fields
+                .insert("schedule".into(), Value::String(s.name.clone()));
+            origin
+                .fields
+                .insert("fire_time".into(), Value::String(rfc3339(at)));
+            let number = inst.next_turn;
+            let turn = new_turn(
+                &inst,
+                number,
+                message_id,
+                s.message.clone(),
+                Some(origin),
+                now,
+            );
+            inst.next_turn += 1;
+            inst.pending.push(number);
+            turns.push(turn);
+            s.fired += 1;
+            s.last_fire_ms = Some(at);
         }
         // A one-off that fired is gone.
         schedules.retain(|s| s.next_fire_ms.is_some());

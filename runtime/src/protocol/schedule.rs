@@ -125,7 +125,8 @@ pub struct WorkflowSchedule {
     pub next_fire_ms: Option<Millis>,
     /// Firings admitted so far.
     pub fired: u64,
-    /// Occurrences skipped by the catch-up policy or because the inbox was full.
+    /// Occurrences skipped by the catch-up policy or because the inbox was full. For a cron
+    /// schedule, of a long run of missed occurrences at most the newest 33 are counted.
     pub skipped: u64,
     /// The occurrence last admitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -377,3 +377,28 @@ async fn the_schedule_limit_is_refused_before_anything_is_written() {
     );
     assert_eq!(h.schedules().await.unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn firings_of_several_schedules_are_admitted_in_time_order() {
+    let env = env();
+    let h = env.start(&Diary, "d-9").await.unwrap();
+    let every = |m: u32| ScheduleSpec::every(m * MINUTE);
+    h.schedule("a-slow", every(3), CatchUp::All, Note("slow".into()))
+        .await
+        .unwrap();
+    h.schedule("b-fast", every(2), CatchUp::All, Note("fast".into()))
+        .await
+        .unwrap();
+    env.clock().advance(6 * MINUTE);
+    env.run_until_idle().await.unwrap();
+    assert_eq!(
+        ids(&admitted(&h).await),
+        [
+            "schedule/b-fast/2026-01-01T00:02:00.000Z",
+            "schedule/a-slow/2026-01-01T00:03:00.000Z",
+            "schedule/b-fast/2026-01-01T00:04:00.000Z",
+            "schedule/a-slow/2026-01-01T00:06:00.000Z",
+            "schedule/b-fast/2026-01-01T00:06:00.000Z",
+        ]
+    );
+}
