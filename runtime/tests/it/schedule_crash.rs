@@ -193,7 +193,10 @@ fn schedule_crash_sigkill() {
                 }
             })
         };
-        let delay = MIN_DELAY_MS + rng.next() % (MAX_DELAY_MS - MIN_DELAY_MS);
+        // On a loaded machine a child may need longer than the longest delay to get going:
+        // rounds past ROUNDS without an acknowledgement wait longer each time.
+        let patience = 250 * rounds.saturating_sub(ROUNDS).min(20) as u64;
+        let delay = MIN_DELAY_MS + rng.next() % (MAX_DELAY_MS - MIN_DELAY_MS) + patience;
         std::thread::sleep(Duration::from_millis(delay));
         if let Ok(Some(status)) = child.0.try_wait() {
             panic!("the child ended by itself ({status}) before it was killed; see its stderr");
