@@ -4,7 +4,7 @@
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
 //! [`control`], [`limits`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
-//! [`outcomes`], [`validation`]). A case
+//! [`outcomes`], [`schedules`], [`validation`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
 //! After every refusal it re-reads the instance to prove nothing was written.
@@ -42,6 +42,7 @@ pub mod outcomes;
 pub mod reads;
 pub mod retention;
 pub mod runs;
+pub mod schedules;
 pub mod signals;
 pub mod steps;
 pub mod validation;
@@ -239,6 +240,12 @@ macro_rules! conformance_tests {
                 cancel_reaches_parent,
                 outcome_before_wait_is_buffered,
                 outcome_for_finished_parent_is_dropped,
+            }
+            schedules {
+                delayed_message_fires_once_when_due,
+                recurring_firings_have_deterministic_ids,
+                catch_up_after_downtime,
+                schedule_reads_and_control,
             }
             validation {
                 invalid_identifiers,

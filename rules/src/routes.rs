@@ -85,11 +85,19 @@ pub enum Route {
     GetRun,
     /// Runs by hour.
     RunStats,
+    /// Create a schedule on an instance (a turnwise extension).
+    CreateSchedule,
+    /// List schedules (a turnwise extension).
+    ListSchedules,
+    /// Read one schedule (a turnwise extension).
+    GetSchedule,
+    /// Pause, resume or delete a schedule (a turnwise extension).
+    ControlSchedule,
 }
 
 impl Route {
     /// Every route, grouped by path.
-    pub const ALL: [Route; 25] = [
+    pub const ALL: [Route; 29] = [
         Route::CreateInstance,
         Route::ListInstances,
         Route::GetInstance,
@@ -115,6 +123,10 @@ impl Route {
         Route::Runs,
         Route::GetRun,
         Route::RunStats,
+        Route::CreateSchedule,
+        Route::ListSchedules,
+        Route::GetSchedule,
+        Route::ControlSchedule,
     ];
 
     /// The route's method.
@@ -122,11 +134,10 @@ impl Route {
         use Route::*;
         match self {
             ListInstances | GetInstance | InstanceInbox | TypeInbox | History | Turn | Status
-            | ListSchemas | Runs | GetRun | RunStats => Method::Get,
+            | ListSchemas | Runs | GetRun | RunStats | ListSchedules | GetSchedule => Method::Get,
             CreateInstance | SendMessage | Control | Delete | Claim | Operation | Progress
-            | Checkpoint | WaitSignal | Signal | Complete | Fail | Heartbeat | RegisterSchema => {
-                Method::Post
-            }
+            | Checkpoint | WaitSignal | Signal | Complete | Fail | Heartbeat | RegisterSchema
+            | CreateSchedule | ControlSchedule => Method::Post,
         }
     }
 
@@ -157,6 +168,9 @@ impl Route {
             Runs => "/v1/workflows/instances/runs",
             GetRun => "/v1/workflows/instances/runs/get",
             RunStats => "/v1/workflows/instances/runs/stats",
+            CreateSchedule | ListSchedules => "/v1/workflows/schedules",
+            GetSchedule => "/v1/workflows/schedules/get",
+            ControlSchedule => "/v1/workflows/schedules/control",
         }
     }
 
@@ -220,7 +234,7 @@ mod tests {
     #[test]
     fn shared_paths_are_listed_once() {
         let paths = Route::paths();
-        assert_eq!(paths.len(), Route::ALL.len() - 2);
+        assert_eq!(paths.len(), Route::ALL.len() - 3);
         assert_eq!(paths[0], "/v1/workflows/instances");
         assert!(paths.contains(&"/v1/workflows/schemas"));
         assert_eq!(Route::Claim.to_string(), "POST /v1/workflows/turns/claim");

@@ -2,7 +2,7 @@
 
 pub use crate::engine::Engine;
 pub use crate::protocol::backend::Backend;
-pub use crate::protocol::{OnExhausted, OperationKind};
+pub use crate::protocol::{CatchUp, OnExhausted, OperationKind, ScheduleSpec};
 pub use crate::sdk::context::{ChildError, Resumable, StepCtx, StepOptions, Turn};
 pub use crate::sdk::handle::{CallError, Handle, WorkflowExt};
 pub use crate::sdk::worker::Worker;

@@ -50,6 +50,10 @@ fn handler(route: Route) -> MethodRouter<AppState> {
         Route::Runs => on(method, runs),
         Route::GetRun => on(method, get_run),
         Route::RunStats => on(method, run_stats),
+        Route::CreateSchedule => on(method, create_schedule),
+        Route::ListSchedules => on(method, list_schedules),
+        Route::GetSchedule => on(method, get_schedule),
+        Route::ControlSchedule => on(method, control_schedule),
     }
 }
 
@@ -123,6 +127,43 @@ async fn get_instance(
 /// The engine checks the message against its registered schema before writing anything.
 async fn message(Ns(engine): Ns, Body(req): Body<MessageRequest>) -> ApiResult<Json<WorkflowTurn>> {
     Ok(Json(engine.send_message(req).await?))
+}
+
+// ---- schedules (a turnwise extension) ------------------------------------------------------
+
+/// The engine checks the message against the registered schema, as for a message.
+async fn create_schedule(
+    Ns(engine): Ns,
+    Body(req): Body<CreateScheduleRequest>,
+) -> ApiResult<Json<WorkflowSchedule>> {
+    Ok(Json(engine.create_schedule(req).await?))
+}
+
+async fn list_schedules(
+    Ns(engine): Ns,
+    Query(q): Query<ListSchedulesQuery>,
+) -> ApiResult<Json<ScheduleList>> {
+    Ok(Json(engine.list_schedules(q).await?))
+}
+
+#[derive(Deserialize)]
+struct ScheduleRead {
+    workflow_id: String,
+    name: String,
+}
+
+async fn get_schedule(
+    Ns(engine): Ns,
+    Query(q): Query<ScheduleRead>,
+) -> ApiResult<Json<WorkflowSchedule>> {
+    Ok(Json(engine.get_schedule(&q.workflow_id, &q.name).await?))
+}
+
+async fn control_schedule(
+    Ns(engine): Ns,
+    Body(req): Body<ScheduleControlRequest>,
+) -> ApiResult<Json<ScheduleControlResponse>> {
+    Ok(Json(engine.control_schedule(req).await?))
 }
 
 async fn inbox(Ns(engine): Ns, Query(q): Query<InboxQuery>) -> ApiResult<Json<InboxResponse>> {

@@ -346,6 +346,7 @@ async fn every_engine_error_is_the_same_error_over_http() {
         c.limits.pending_messages = 1;
         c.limits.signals_per_turn = 1;
         c.limits.steps_per_turn = 1;
+        c.limits.schedules_per_instance = 1;
     }))
     .await;
     let (engine, http) = (f.engine().clone(), f.http());
@@ -372,6 +373,16 @@ async fn every_engine_error_is_the_same_error_over_http() {
         .create_instance(create_request("w-1", "t", "v2"))));
     engine.send_message(message("m1")).await.unwrap();
     codes.push(same_refusal!(e, h, 409, "inbox_full", |b| b.send_message(message("m2"))));
+    let later = |name: &str| CreateScheduleRequest {
+        workflow_id: "w-1".into(),
+        name: name.into(),
+        spec: ScheduleSpec::After { delay_ms: 60_000 },
+        message: json!(null),
+        catch_up: CatchUp::One,
+    };
+    engine.create_schedule(later("d1")).await.unwrap();
+    codes.push(same_refusal!(e, h, 409, "schedule_limit", |b| b
+        .create_schedule(later("d2"))));
 
     let task = engine
         .claim(ClaimRequest {

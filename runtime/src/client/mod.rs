@@ -104,6 +104,9 @@ const P_HEARTBEAT: &str = Route::Heartbeat.path();
 const P_RUNS: &str = Route::Runs.path();
 const P_RUN: &str = Route::GetRun.path();
 const P_RUN_STATS: &str = Route::RunStats.path();
+const P_SCHEDULES: &str = Route::CreateSchedule.path();
+const P_SCHEDULE_GET: &str = Route::GetSchedule.path();
+const P_SCHEDULE_CONTROL: &str = Route::ControlSchedule.path();
 
 /// Every route without parameters of its own, whose URL [`Config::fixed`] builds once.
 const FIXED_PATHS: [&str; 22] = [
@@ -818,5 +821,41 @@ impl Backend for Http {
             .await?
             .value()
             .map(drop)
+    }
+
+    /// `POST /v1/workflows/schedules` (a turnwise extension), retried: an identical repeat
+    /// answers the schedule as created.
+    async fn create_schedule(&self, req: CreateScheduleRequest) -> Result<WorkflowSchedule> {
+        self.post(P_SCHEDULES, &req, Retry::Yes, None)
+            .await?
+            .decode()
+    }
+
+    /// `GET /v1/workflows/schedules/get?workflow_id=&name=`, retried.
+    async fn get_schedule(&self, workflow_id: &str, name: &str) -> Result<WorkflowSchedule> {
+        let q = vec![
+            ("workflow_id", workflow_id.to_owned()),
+            ("name", name.to_owned()),
+        ];
+        self.get(P_SCHEDULE_GET, q).await
+    }
+
+    /// `GET /v1/workflows/schedules?workflow_id=&after=&limit=`, retried.
+    async fn list_schedules(&self, query: ListSchedulesQuery) -> Result<ScheduleList> {
+        let mut q = Vec::new();
+        push_opt(&mut q, "workflow_id", query.workflow_id);
+        push_opt(&mut q, "after", query.after);
+        push_opt(&mut q, "limit", query.limit);
+        self.get(P_SCHEDULES, q).await
+    }
+
+    /// `POST /v1/workflows/schedules/control`, retried: each action is idempotent.
+    async fn control_schedule(
+        &self,
+        req: ScheduleControlRequest,
+    ) -> Result<ScheduleControlResponse> {
+        self.post(P_SCHEDULE_CONTROL, &req, Retry::Yes, None)
+            .await?
+            .decode()
     }
 }

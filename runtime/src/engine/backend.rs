@@ -96,6 +96,7 @@ impl Backend for Engine {
                 due_at_ms: None,
                 epoch: rules::new_epoch(now),
                 outbox: Vec::new(),
+                schedules: Vec::new(),
             };
             if self.commit(None, &mut inst, Vec::new(), Durable).await? {
                 return Ok(rules::instance_view(&inst, None, now));
@@ -946,6 +947,25 @@ impl Backend for Engine {
             Ok(Decision::Write(Durable, Vec::new()))
         })
         .await
+    }
+
+    async fn create_schedule(&self, req: CreateScheduleRequest) -> Result<WorkflowSchedule> {
+        self.create_schedule_impl(req).await
+    }
+
+    async fn get_schedule(&self, workflow_id: &str, name: &str) -> Result<WorkflowSchedule> {
+        self.get_schedule_impl(workflow_id, name).await
+    }
+
+    async fn list_schedules(&self, query: ListSchedulesQuery) -> Result<ScheduleList> {
+        self.list_schedules_impl(query).await
+    }
+
+    async fn control_schedule(
+        &self,
+        req: ScheduleControlRequest,
+    ) -> Result<ScheduleControlResponse> {
+        self.control_schedule_impl(req).await
     }
 
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {

@@ -95,6 +95,7 @@ impl Engine {
     pub(super) async fn try_claim(&self, id: &str, req: &ClaimRequest) -> Result<Option<TurnTask>> {
         let mut tries = Tries::new();
         let mut outbox_tried = false;
+        let mut taken = Vec::new();
         loop {
             tries.next(id)?;
             let Some(mut inst) = self.inner.store.load_instance(&self.ns, id).await? else {
@@ -112,6 +113,12 @@ impl Engine {
             }
             let read_rev = inst.revision;
             let now = self.now();
+            if super::schedules::any_due(&inst, now) {
+                // Admit the due firings first (one conditional commit), then decide on the
+                // inbox as it is with them.
+                self.fire_due(inst, now, &mut taken).await?;
+                continue;
+            }
             let Some(mut head) = self.load_head(&inst).await? else {
                 // A stale schedule entry: clear it.
                 if inst.due_at_ms.is_some() {

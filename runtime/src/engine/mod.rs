@@ -16,6 +16,7 @@ mod children;
 mod claim;
 mod outcomes;
 mod rules;
+mod schedules;
 mod schemas;
 mod turns;
 mod wakeups;
@@ -66,6 +67,10 @@ pub struct Limits {
     pub checkpoint_bytes: usize,
     /// A message origin. Default 1 KiB.
     pub origin_bytes: usize,
+    /// Schedules (delayed messages and recurring ones) per instance. Default 32.
+    pub schedules_per_instance: usize,
+    /// All schedules of one instance together, with their messages. Default 64 KiB.
+    pub schedule_bytes: usize,
 }
 
 /// The defaults are the protocol's, from `turnwise_rules::limits`.
@@ -84,6 +89,8 @@ impl Default for Limits {
             details_bytes: limits::DETAILS_BYTES,
             checkpoint_bytes: limits::CHECKPOINT_BYTES,
             origin_bytes: limits::ORIGIN_BYTES,
+            schedules_per_instance: 32,
+            schedule_bytes: 64 * 1024,
         }
     }
 }
@@ -443,6 +450,9 @@ impl Engine {
     fn stamp(&self, read_rev: Option<u64>, inst: &mut InstanceRecord) {
         inst.revision = read_rev.map_or(1, |r| r + 1);
         inst.updated_at_ms = self.now();
+        // Whatever the decision made the instance due for, its schedules make it due by their
+        // next fire time too: every write keeps the schedule index covering them.
+        inst.due_at_ms = schedules::with_schedules(inst.due_at_ms, inst);
     }
 
     /// Commit `inst` (stamped) with `turns`, then ring the claims and wake the waiters the

@@ -91,6 +91,44 @@ pub trait Backend: Send + Sync {
         let _ = schema;
         Ok(())
     }
+
+    /// Create a schedule on an instance: a delayed message or a recurring firing (a turnwise
+    /// extension). An identical repeat answers the existing schedule. Backends that keep no
+    /// schedules (an LBB server) answer [`Error::Http`](crate::Error::Http) with status 404;
+    /// the default answers the same, naming the call.
+    async fn create_schedule(&self, req: CreateScheduleRequest) -> Result<WorkflowSchedule> {
+        let _ = req;
+        Err(no_schedules())
+    }
+    /// Read one schedule of an instance.
+    async fn get_schedule(&self, workflow_id: &str, name: &str) -> Result<WorkflowSchedule> {
+        let _ = (workflow_id, name);
+        Err(no_schedules())
+    }
+    /// List schedules: one instance's, or a page of instances' at a time.
+    async fn list_schedules(&self, query: ListSchedulesQuery) -> Result<ScheduleList> {
+        let _ = query;
+        Err(no_schedules())
+    }
+    /// Pause, resume or delete a schedule.
+    async fn control_schedule(
+        &self,
+        req: ScheduleControlRequest,
+    ) -> Result<ScheduleControlResponse> {
+        let _ = req;
+        Err(no_schedules())
+    }
+}
+
+/// What a backend without schedules answers.
+fn no_schedules() -> crate::Error {
+    crate::Error::Http {
+        status: 404,
+        code: "not_found".into(),
+        message: "this backend keeps no schedules (a turnwise extension); use an embedded engine \
+                  or a turnwise server"
+            .into(),
+    }
 }
 
 #[async_trait]
@@ -170,5 +208,20 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     async fn register_schema(&self, schema: &SchemaDocument) -> Result<()> {
         (**self).register_schema(schema).await
+    }
+    async fn create_schedule(&self, req: CreateScheduleRequest) -> Result<WorkflowSchedule> {
+        (**self).create_schedule(req).await
+    }
+    async fn get_schedule(&self, workflow_id: &str, name: &str) -> Result<WorkflowSchedule> {
+        (**self).get_schedule(workflow_id, name).await
+    }
+    async fn list_schedules(&self, query: ListSchedulesQuery) -> Result<ScheduleList> {
+        (**self).list_schedules(query).await
+    }
+    async fn control_schedule(
+        &self,
+        req: ScheduleControlRequest,
+    ) -> Result<ScheduleControlResponse> {
+        (**self).control_schedule(req).await
     }
 }

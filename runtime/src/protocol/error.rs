@@ -96,7 +96,8 @@ pub enum Error {
     },
     /// A count limit was reached (pending messages, signals per turn, steps per turn).
     /// Nothing was written. `limit` is one of [`Error::LIMITS`]: `pending_messages` (409
-    /// `inbox_full`), `signals` (409 `signal_limit`) or `steps` (422 `step_limit`).
+    /// `inbox_full`), `schedules` (409 `schedule_limit`), `signals` (409 `signal_limit`) or
+    /// `steps` (422 `step_limit`).
     #[error("{message}")]
     LimitReached {
         /// Which limit, e.g. `pending_messages`.
@@ -191,8 +192,9 @@ pub enum Error {
 }
 
 /// The count limits of [`Error::LimitReached`]: `(limit, code, status)`.
-const LIMITS: [(&str, &str, u16); 3] = [
+const LIMITS: [(&str, &str, u16); 4] = [
     ("pending_messages", "inbox_full", 409),
+    ("schedules", "schedule_limit", 409),
     ("signals", "signal_limit", 409),
     // Not a 409: an LBB worker takes any 409 on a worker route for a lost turn and goes
     // quiet; a 422 makes it fail the attempt with the message (wire.md §3.11).

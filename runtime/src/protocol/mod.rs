@@ -9,7 +9,9 @@ pub mod backend;
 pub mod error;
 #[cfg(any(feature = "sqlite", feature = "http"))]
 pub(crate) mod json;
+mod schedule;
 mod types;
 pub mod validate;
 
+pub use schedule::*;
 pub use types::*;

@@ -483,4 +483,138 @@ impl<W: Workflow> Handle<W> {
             .await?
             .deleted)
     }
+    /// Admit `message` under `message_id` at `when` (by the backend's clock), once: not before,
+    /// and without holding up the inbox until then. The delayed message is a schedule named
+    /// `message_id` until it fires; [`Handle::delete_schedule`] cancels it. An identical repeat
+    /// answers the pending schedule.
+    pub async fn send_at(
+        &self,
+        message: W::Message,
+        message_id: impl Into<String>,
+        when: std::time::SystemTime,
+    ) -> Result<WorkflowSchedule> {
+        let at_ms = when
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| Millis::try_from(d.as_millis()).ok())
+            .ok_or_else(|| Error::Invalid {
+                param: "when".into(),
+                message: "the time is before 1970 or too far ahead".into(),
+            })?;
+        self.schedule_message(
+            message_id.into(),
+            ScheduleSpec::Once { at_ms },
+            message,
+            CatchUp::One,
+        )
+        .await
+    }
+
+    /// Admit `message` under `message_id` once `delay` has passed on the backend's clock
+    /// (see [`Handle::send_at`]).
+    pub async fn send_after(
+        &self,
+        message: W::Message,
+        message_id: impl Into<String>,
+        delay: Duration,
+    ) -> Result<WorkflowSchedule> {
+        let delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        self.schedule_message(
+            message_id.into(),
+            ScheduleSpec::After { delay_ms },
+            message,
+            CatchUp::One,
+        )
+        .await
+    }
+
+    /// Create a recurring schedule `name` ([`ScheduleSpec::every`] or [`ScheduleSpec::cron`])
+    /// that admits `message` at each occurrence under the message id
+    /// `schedule/<name>/<fire time>` (origin kind `schedule`), once per occurrence;
+    /// `catch_up` says what happens to occurrences missed while nothing ran.
+    pub async fn schedule(
+        &self,
+        name: impl Into<String>,
+        spec: ScheduleSpec,
+        catch_up: CatchUp,
+        message: W::Message,
+    ) -> Result<WorkflowSchedule> {
+        self.schedule_message(name.into(), spec, message, catch_up)
+            .await
+    }
+
+    async fn schedule_message(
+        &self,
+        name: String,
+        spec: ScheduleSpec,
+        message: W::Message,
+        catch_up: CatchUp,
+    ) -> Result<WorkflowSchedule> {
+        let (message, _) =
+            codec::encode_checked(&W::Codec::default(), "message", &message, W::message_eq())
+                .map_err(codec_error)?;
+        self.backend
+            .create_schedule(CreateScheduleRequest {
+                workflow_id: self.id.clone(),
+                name,
+                spec,
+                message,
+                catch_up,
+            })
+            .await
+    }
+
+    /// The instance's schedules, by name (pending delayed messages included).
+    pub async fn schedules(&self) -> Result<Vec<WorkflowSchedule>> {
+        Ok(self
+            .backend
+            .list_schedules(ListSchedulesQuery {
+                workflow_id: Some(self.id.clone()),
+                ..Default::default()
+            })
+            .await?
+            .schedules)
+    }
+
+    /// One schedule of the instance.
+    pub async fn get_schedule(&self, name: &str) -> Result<WorkflowSchedule> {
+        self.backend.get_schedule(&self.id, name).await
+    }
+
+    async fn control_schedule(
+        &self,
+        name: &str,
+        action: ScheduleAction,
+    ) -> Result<ScheduleControlResponse> {
+        self.backend
+            .control_schedule(ScheduleControlRequest {
+                workflow_id: self.id.clone(),
+                name: name.to_owned(),
+                action,
+            })
+            .await
+    }
+
+    /// Stop a schedule admitting firings.
+    pub async fn pause_schedule(&self, name: &str) -> Result<WorkflowSchedule> {
+        let r = self.control_schedule(name, ScheduleAction::Pause).await?;
+        r.schedule
+            .ok_or_else(|| Error::transport("the backend answered a pause without the schedule"))
+    }
+
+    /// Let a paused schedule admit firings again (missed occurrences by its catch-up policy).
+    pub async fn resume_schedule(&self, name: &str) -> Result<WorkflowSchedule> {
+        let r = self.control_schedule(name, ScheduleAction::Resume).await?;
+        r.schedule
+            .ok_or_else(|| Error::transport("the backend answered a resume without the schedule"))
+    }
+
+    /// Delete a schedule (or cancel a delayed message not yet admitted). Answers whether there
+    /// was one.
+    pub async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        Ok(self
+            .control_schedule(name, ScheduleAction::Delete)
+            .await?
+            .deleted)
+    }
 }

@@ -88,6 +88,11 @@ pub struct InstanceRecord {
     /// instance stays due, so a claim scan finds it after a crash.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outbox: Vec<OutboxEntry>,
+    /// The instance's schedules (delayed messages and recurring firings), by name. Kept in the
+    /// record so that admitting a firing and advancing its schedule are one conditional write.
+    /// The engine folds the earliest unpaused `next_fire_ms` into `due_at_ms`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<WorkflowSchedule>,
 }
 
 /// A child turn's outcome on its way to the parent turn waiting for it, as the signal the

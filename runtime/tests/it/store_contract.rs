@@ -275,6 +275,7 @@ contract!(
     runs_list_newest_first_with_cursor,
     runs_count_by_hour,
     runs_pruned_in_bounded_batches,
+    schedules_advance_with_their_firing,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -651,6 +652,71 @@ async fn due_ordering_limit_and_filter(s: &dyn Store) {
     moved.revision = 2;
     ok(s, write(moved, Some(1), vec![])).await;
     assert_eq!(s.due(NS, &order, 19, 100).await.unwrap(), ["negative"]);
+}
+
+/// A schedule of an instance, due at `next`, as an engine keeps it in the instance record.
+fn schedule(name: &str, next: Option<Millis>, fired: u64) -> WorkflowSchedule {
+    serde_json::from_value(json!({
+        "workflow_id": "a", "name": name,
+        "spec": {"kind": "every", "every_ms": 1000, "anchor_ms": 0},
+        "message": {"tick": true}, "catch_up": "one", "paused": false,
+        "next_fire_ms": next, "fired": fired, "skipped": 0,
+        "created_at_ms": 0, "updated_at_ms": 0,
+    }))
+    .unwrap()
+}
+
+/// Schedules live in the instance record: a firing's turn and the schedule's advance are
+/// one write set, so two engines deciding the same firing from one revision admit it once,
+/// and the record (with the due index) comes back as written, after a reopen too.
+async fn schedules_advance_with_their_firing(s: &dyn Store) {
+    let before = InstanceRecord {
+        schedules: vec![schedule("tick", Some(1000), 0)],
+        due_at_ms: Some(1000),
+        ..inst("a", 1)
+    };
+    ok(s, create(before.clone(), vec![])).await;
+    assert_eq!(load(s, "a").await, Some(before));
+    assert_eq!(
+        s.due(NS, &[wf("order", "v1")], 1000, 10).await.unwrap(),
+        ["a"]
+    );
+    // Two deciders fire the 1000 occurrence from revision 1: the first commit wins.
+    let fired = |n| InstanceRecord {
+        schedules: vec![schedule("tick", Some(2000), 1)],
+        pending: vec![1],
+        next_turn: 2,
+        due_at_ms: Some(n),
+        ..inst("a", 2)
+    };
+    let firing = || turn(1, "schedule/tick/1970-01-01T00:00:01.000Z");
+    ok(s, write(fired(1000), Some(1), vec![firing()])).await;
+    conflict(s, write(fired(1001), Some(1), vec![firing()])).await;
+    let after = load(s, "a").await.unwrap();
+    assert_eq!(after, fired(1000));
+    assert_eq!(after.schedules[0].next_fire_ms, Some(2000));
+    assert_eq!(
+        numbers(&s.list_turns(NS, "a", all(false)).await.unwrap()),
+        [1]
+    );
+    // The same firing again, from the new revision, is refused by the message-id index.
+    let mut again = fired(1000);
+    again.revision = 3;
+    again.pending = vec![1, 2];
+    let mut twice = firing();
+    twice.number = 2;
+    taken(
+        s,
+        write(again, Some(2), vec![twice]),
+        "schedule/tick/1970-01-01T00:00:01.000Z",
+    )
+    .await;
+    // Listings carry the schedules too.
+    let listed = s
+        .list_instances(NS, filter(None, None, None, 10))
+        .await
+        .unwrap();
+    assert_eq!(listed[0].schedules, fired(1000).schedules);
 }
 
 async fn next_due(s: &dyn Store) {
@@ -1117,7 +1183,7 @@ async fn sqlite_relaxed_and_durable_commits_persist() {
 }
 
 /// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal), 3
-/// (no quarantine table) and 4 (no runs and schemas tables) open: they are moved to version 5,
+/// (no quarantine table) and 4 (no runs and schemas tables, no schedules or outbox in instance bodies) open: they are moved to version 5,
 /// and their instances and turns read as before.
 #[tokio::test]
 async fn sqlite_migrates_older_schema_versions() {

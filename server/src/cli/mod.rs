@@ -8,6 +8,7 @@
 mod control;
 mod inspect;
 mod output;
+mod schedules;
 mod schemas;
 mod watch;
 
@@ -233,6 +234,9 @@ pub enum Command {
     /// Read the workflow schemas registered with the server.
     #[command(subcommand)]
     Schemas(schemas::SchemasCommand),
+    /// List, read, pause, resume or delete schedules (delayed messages and recurring firings).
+    #[command(subcommand)]
+    Schedules(schedules::SchedulesCommand),
     /// Follow a turn until it ends: its status and the running step's progress.
     ///
     /// The turn is by default the instance's current one (its inbox head). Its status and the
@@ -335,6 +339,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), Failure> {
         Command::Skip(a) => control::control(ctx, a.id, A::Skip, Some(a.turn)).await,
         Command::Cancel(a) => control::control(ctx, a.id, A::CancelTurn, Some(a.turn)).await,
         Command::Schemas(c) => schemas::run(ctx, c).await,
+        Command::Schedules(c) => schedules::run(ctx, c).await,
         Command::Watch(a) => watch::watch(ctx, a).await,
     }
 }

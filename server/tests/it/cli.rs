@@ -907,3 +907,117 @@ async fn watch_follows_a_turn_to_its_end() {
     let e: Value = serde_json::from_str(late.stderr.trim()).unwrap();
     assert_eq!(e["error"]["kind"], "timed_out");
 }
+
+/// `schedules list|get|pause|resume|delete` over schedules made with the `Http` backend; the
+/// server checks a schedule's message against the registered schema as it checks a message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_commands() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+    http.register_schema(&counter_schema()).await.unwrap();
+    create(&http, "c-1", "counter").await;
+    create(&http, "c-2", "counter").await;
+    let schedule =
+        |id: &str, name: &str, spec: ScheduleSpec, message: Value| CreateScheduleRequest {
+            workflow_id: id.into(),
+            name: name.into(),
+            spec,
+            message,
+            catch_up: CatchUp::All,
+        };
+    let bad = http
+        .create_schedule(schedule(
+            "c-1",
+            "bad",
+            ScheduleSpec::cron("0 3 * * *"),
+            json!({"add": "x"}),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), "schema_validation_failed", "{bad}");
+    http.create_schedule(schedule(
+        "c-1",
+        "nightly",
+        ScheduleSpec::cron("0 3 * * *"),
+        json!({"add": 1}),
+    ))
+    .await
+    .unwrap();
+    http.create_schedule(schedule(
+        "c-2",
+        "tick",
+        ScheduleSpec::every(Duration::from_secs(90)),
+        json!({"add": 2}),
+    ))
+    .await
+    .unwrap();
+
+    let all = turnwise(base, None, &["schedules", "list", "--json"])
+        .await
+        .json();
+    let names: Vec<&str> = all["schedules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["nightly", "tick"]);
+    let one = turnwise(base, None, &["schedules", "list", "--id", "c-2", "--json"])
+        .await
+        .json();
+    assert_eq!(one["schedules"].as_array().unwrap().len(), 1);
+    let table = turnwise(base, None, &["schedules", "list"]).await;
+    let lines: Vec<&str> = table.text().lines().collect();
+    assert_eq!(lines.len(), 3, "a header and two rows: {table:#?}");
+    let cells: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        cells[..6],
+        ["c-1", "nightly", "cron", "0", "3", "*"],
+        "{table:#?}"
+    );
+    let cells: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(
+        cells[..6],
+        ["c-2", "tick", "every", "1m30s", "all", "active"],
+        "{table:#?}"
+    );
+
+    let got = turnwise(
+        base,
+        None,
+        &["schedules", "get", "c-1", "nightly", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(got["spec"], json!({"kind": "cron", "expr": "0 3 * * *"}));
+    assert_eq!(got["message"], json!({"add": 1}));
+    let text = turnwise(base, None, &["schedules", "get", "c-1", "nightly"]).await;
+    assert!(text.text().contains("cron 0 3 * * *"), "{text:#?}");
+
+    let paused = turnwise(base, None, &["schedules", "pause", "c-2", "tick", "--json"])
+        .await
+        .json();
+    assert_eq!(paused["paused"], true);
+    assert!(http.get_schedule("c-2", "tick").await.unwrap().paused);
+    let resumed = turnwise(base, None, &["schedules", "resume", "c-2", "tick"]).await;
+    assert!(resumed.text().contains("active"), "{resumed:#?}");
+    let deleted = turnwise(
+        base,
+        None,
+        &["schedules", "delete", "c-2", "tick", "--json"],
+    )
+    .await
+    .json();
+    assert_eq!(deleted, json!({"deleted": true}));
+    let again = turnwise(base, None, &["schedules", "delete", "c-2", "tick"]).await;
+    assert!(again.text().contains("nothing deleted"), "{again:#?}");
+    let missing = turnwise(base, None, &["schedules", "get", "c-2", "tick", "--json"])
+        .await
+        .failed(3);
+    assert_eq!(missing["code"], "not_found", "{missing}");
+    let missing = turnwise(base, None, &["schedules", "pause", "c-9", "x", "--json"])
+        .await
+        .failed(3);
+    assert_eq!(missing["code"], "not_found", "{missing}");
+}

@@ -45,7 +45,9 @@ CREATE UNIQUE INDEX turns_by_message ON turns (ns, id, message_id);
 "#;
 
 /// Version 2: run summaries (`WorkflowRun`, newest first by run id; pruned by end time) and
-/// the registered schema documents.
+/// the registered schema documents. Instance bodies may also carry schedules and a child-outcome
+/// outbox from then on, which a turnwise that knows only version 1 would drop when it rewrote a
+/// record: it refuses the database.
 const V2: &str = r#"
 CREATE TABLE runs (
     ns text COLLATE "C" NOT NULL,

@@ -245,8 +245,9 @@ impl SqliteOptions {
 ///
 /// The schema version is kept in `PRAGMA user_version` (now 5); files of versions 1 to 4 are
 /// migrated when opened (version 1's two full `finished` indexes are replaced by the partial
-/// ones; the journal, quarantine, runs and schemas tables are added). A file of a newer
-/// version is refused.
+/// ones; the journal, quarantine, runs and schemas tables are added). Version 5 also lets
+/// instance bodies carry schedules and a child-outcome outbox, which a turnwise of version 4
+/// would drop when it rewrote the record. A file of a newer version is refused.
 ///
 /// Records are stored as `serde_json` text; with the crate's `exact-numbers` feature numbers
 /// round-trip exactly as written (`1.10` stays `1.10`). Open a store written with that

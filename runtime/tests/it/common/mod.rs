@@ -53,6 +53,7 @@ pub fn instance_record(ns: &str, id: &str, revision: u64) -> InstanceRecord {
         due_at_ms: None,
         epoch: "e1".into(),
         outbox: Vec::new(),
+        schedules: Vec::new(),
     }
 }
 
