@@ -25,6 +25,7 @@ mod test_codec_eq;
 mod test_codec_props;
 mod test_errors;
 mod test_handles;
+mod test_parallel;
 mod test_replay;
 mod test_signals;
 mod test_steps;

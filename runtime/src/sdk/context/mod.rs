@@ -7,7 +7,7 @@
 //! with no signal) ends the attempt by never completing: the worker drops the handler's future
 //! at that await, so no code after it runs, whatever the handler does with errors.
 
-mod step;
+pub(crate) mod step;
 mod turn;
 
 use std::sync::Arc;
@@ -23,7 +23,7 @@ use crate::protocol::Lease;
 use crate::sdk::outcome::TurnError;
 
 pub use step::{BoxStepFn, BoxStepFuture, Resumable, StepCtx, StepOptions};
-pub use turn::{Step, Turn};
+pub use turn::{FanOut, GroupOutput, Parallel, Push, Step, Turn};
 
 pub use crate::protocol::validate::MAX_STEPS;
 
