@@ -229,7 +229,8 @@ impl Analyzer<'_> {
     fn group<'e>(&self, e: &'e Expr) -> Option<Group<'e>> {
         match e {
             Expr::MethodCall(m)
-                if self.is_ctx(&m.receiver) && (m.method == "parallel" || m.method == "fan_out") =>
+                if self.is_ctx(&m.receiver)
+                    && (m.method == "parallel" || m.method == "fan_out") =>
             {
                 Some(Group {
                     root: m,
