@@ -13,6 +13,7 @@ mod claim_wakeups;
 mod crash;
 mod http_retry;
 mod http_tls;
+mod parallel_crash;
 mod protocol_unknown_values;
 mod snapshot;
 mod sqlite_stats;
