@@ -838,7 +838,7 @@ impl Analyzer<'_> {
             self.cx.error_spanned_by(
                 &mac.path,
                 format!(
-                    "`{name}!` would run durable calls concurrently, but a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably); await them one after the other, or do the concurrent work inside one step",
+                    "`{name}!` would run durable calls concurrently, but a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably); run steps concurrently with `{ctx}.parallel().step(\"a\", ..).step(\"b\", ..).await?` or `{ctx}.fan_out(\"key\", items, ..).await?`, await them one after the other, or do the concurrent work inside one step",
                     ctx = self.s.ctx
                 ),
             );
@@ -929,7 +929,7 @@ impl Analyzer<'_> {
             self.nondeterministic(
                 span,
                 &shown,
-                &format!("a spawned task is not replayed; do concurrent work inside a step: `{ctx}.step(\"key\", |s| async move {{ .. }})`"),
+                &format!("a spawned task is not replayed; run steps concurrently with `{ctx}.parallel()` or `{ctx}.fan_out(..)`, or do concurrent work inside a step: `{ctx}.step(\"key\", |s| async move {{ .. }})`"),
             );
         } else if segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "env") {
             self.nondeterministic(

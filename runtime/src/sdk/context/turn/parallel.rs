@@ -160,7 +160,7 @@ pub struct Parallel<'a, W, Out> {
     _out: PhantomData<fn() -> Out>,
 }
 
-impl<W> std::fmt::Debug for Parallel<'_, W, ()> {
+impl<W, Out> std::fmt::Debug for Parallel<'_, W, Out> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let keys: Vec<&str> = self.members.iter().map(|m| m.0.as_str()).collect();
         f.debug_struct("Parallel").field("keys", &keys).finish()
