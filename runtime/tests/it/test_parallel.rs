@@ -59,7 +59,7 @@ impl Workflow for Group {
             .step("c", move |_| async move {
                 p3.executed.lock().unwrap().push("c".into());
                 p3.last_ran.notify_one();
-                Ok(n % 2 == 0)
+                Ok(n.is_multiple_of(2))
             })
             .await?;
         self.0.seen.lock().unwrap().push((a, b.clone(), c));
