@@ -266,8 +266,9 @@ where
 /// # async fn sizes(ctx: &mut Turn<impl Workflow>, urls: Vec<String>) -> Result<Vec<u64>, TurnError> {
 /// let sizes: Vec<u64> = ctx
 ///     .fan_out("fetch", urls, |s, url| async move {
-///         // s.effect_id() is `<prefix>/fetch.<i>`: an idempotency key for this item.
-///         Ok(url.len() as u64)
+///         // `<prefix>/fetch.<i>`: an idempotency key for this item, stable across attempts.
+///         let idempotency_key = s.effect_id().to_owned();
+///         Ok((url.len() + idempotency_key.len()) as u64)
 ///     })
 ///     .limit(4)
 ///     .await?;
