@@ -26,7 +26,10 @@
 //!    admitted before the worker starts, see [`sdk_load`]; embedded, and over HTTP with
 //!    `--http`, with its ratios to the raw path of the same run;
 //! 7. allocations per turn, raw and SDK, counted over `--alloc-turns N` turns at c=16 by a
-//!    counting wrapper around the global allocator (off during the throughput phases).
+//!    counting wrapper around the global allocator (off during the throughput phases);
+//! 8. parallel steps (alone, with `--fan-out-only`): a turn fanning out 16 steps that each
+//!    await a 5 ms sleep, against the same 16 steps awaited one after the other, at each
+//!    concurrency, embedded and (with `--http`) over HTTP, see [`fan_out`].
 //!
 //! With `--store postgres` (the database `TURNWISE_TEST_POSTGRES` names, default
 //! postgres://postgres@127.0.0.1:5432/test, a fresh schema per phase) phase 1 is the raw
@@ -38,6 +41,7 @@
 
 mod alloc_count;
 mod engine_load;
+mod fan_out;
 mod raw;
 mod raw_pg;
 mod sdk_load;
@@ -139,6 +143,10 @@ struct Args {
     /// Run only the SDK path (phase 6, no ratios to the raw path): for profiling it alone.
     #[arg(long)]
     sdk_only: bool,
+    /// Run only the parallel-steps workload (phase 8): 16 fanned-out steps against 16
+    /// sequential ones per turn, each step a 5 ms sleep.
+    #[arg(long, conflicts_with_all = ["sdk_only", "no_sdk"])]
+    fan_out_only: bool,
     /// Messages admitted to each instance before the worker starts, in the SDK path's
     /// queued-first variant.
     #[arg(long, value_name = "N", default_value = "100", value_parser = positive)]
@@ -231,6 +239,9 @@ fn run(args: &Args) -> Result<(), BoxError> {
         );
     }
 
+    if args.fan_out_only {
+        return run_fan_out(&runtime, args, &dir.0, store_name);
+    }
     if args.sdk_only {
         return run_sdk(&runtime, args, &dir.0, store_name, &[], None);
     }
@@ -575,6 +586,73 @@ fn print_beside(embedded: &[LevelResult], http: &[LevelResult]) {
     }
 }
 
+/// Phase 8: a turn fanning out 16 steps against 16 sequential steps, per transport and level.
+fn run_fan_out(
+    runtime: &tokio::runtime::Runtime,
+    args: &Args,
+    dir: &Path,
+    store_name: &str,
+) -> Result<(), BoxError> {
+    let mut transports = vec![Transport::Embedded];
+    if args.http {
+        transports.push(Transport::Http);
+    }
+    for transport in transports {
+        let (label, tag) = match transport {
+            Transport::Embedded => ("embedded", "fan"),
+            Transport::Http => ("over HTTP", "fan-http"),
+        };
+        println!();
+        println!("## 8. Parallel steps, {label}, over {store_name}");
+        println!();
+        println!(
+            "A turn of {w} steps, each awaiting a {io} ms sleep: `ctx.fan_out` (all {w} at once, \
+             saved in order) against {w} `ctx.step`s awaited one after the other. c clients each \
+             `Handle::call` their own instance; one `Worker` with c slots. Wall time per turn is \
+             admission to decoded reply.",
+            w = fan_out::WIDTH,
+            io = fan_out::IO.as_millis()
+        );
+        println!();
+        println!("|  c | turns | fan-out p50 | fan-out p99 | fan-out turns/s | sequential p50 | sequential p99 | sequential turns/s | p50 sequential/fan-out |");
+        println!("|---:|------:|------------:|------------:|----------------:|---------------:|---------------:|-------------------:|-----------------------:|");
+        for &c in &args.concurrency {
+            // Each turn takes at least 5 ms: a tenth of the turns of the other phases.
+            let turns = (args.turns / 10).max(c as u64);
+            let fan = runtime.block_on(fan_out::level(
+                fan_out::fan_out,
+                args.store,
+                transport,
+                &dir.join(format!("{tag}-c{c}.db")),
+                c,
+                turns,
+            ))?;
+            let seq = runtime.block_on(fan_out::level(
+                fan_out::sequential,
+                args.store,
+                transport,
+                &dir.join(format!("{tag}-seq-c{c}.db")),
+                c,
+                turns,
+            ))?;
+            let ratio = seq.latency.p50.as_secs_f64() / fan.latency.p50.as_secs_f64().max(1e-9);
+            println!(
+                "| {:>2} | {:>5} | {:>11} | {:>11} | {:>15} | {:>14} | {:>14} | {:>18} | {:>22} |",
+                fan.concurrency,
+                fan.turns,
+                ms(fan.latency.p50),
+                ms(fan.latency.p99),
+                count(rate(fan.turns, fan.elapsed)),
+                ms(seq.latency.p50),
+                ms(seq.latency.p99),
+                count(rate(seq.turns, seq.elapsed)),
+                format!("{ratio:.1}"),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Phases 6 and 7: the SDK path per transport beside the raw path of this run, its targets,
 /// and allocations per turn.
 fn run_sdk(
@@ -883,6 +961,7 @@ mod tests {
             "--http",
             "--no-sdk",
             "--sdk-only",
+            "--fan-out-only",
             "--queued",
             "--alloc-turns",
         ] {
@@ -901,6 +980,8 @@ mod tests {
         );
         assert!(parse(&["--store", "mysql"]).is_err());
         assert!(parse(&["--no-sdk", "--sdk-only"]).is_err());
+        assert!(parse(&["--fan-out-only"]).unwrap().fan_out_only);
+        assert!(parse(&["--fan-out-only", "--sdk-only"]).is_err());
         assert!(parse(&["--queued", "0"]).is_err());
     }
 }

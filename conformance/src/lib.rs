@@ -3,7 +3,7 @@
 //!
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
-//! [`control`], [`limits`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
+//! [`control`], [`limits`], [`parallel`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
 //! [`outcomes`], [`schedules`], [`validation`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
@@ -39,6 +39,7 @@ pub mod leases;
 pub mod limits;
 pub mod nesting;
 pub mod outcomes;
+pub mod parallel;
 pub mod reads;
 pub mod retention;
 pub mod runs;
@@ -148,6 +149,9 @@ macro_rules! conformance_tests {
                 sleep_releases_and_resumes,
                 complete_commits,
                 continuation_queues_behind,
+            }
+            parallel {
+                fan_out_commits_in_order,
             }
             signals {
                 buffered_before_wait,

@@ -7,7 +7,9 @@
 //! `ctx.call_child(key, ..)`, `ctx.start_child(key, ..)`, `ctx.await_child(key, ..)` or a call
 //! whose first
 //! argument is the context, `name(ctx, ..)` (a `#[step]` function, key `name` unless a
-//! `.key(..)` follows). Each sub-tree yields a [`Flow`]: the literal keys it may run and its
+//! `.key(..)` follows), or a member of a parallel group, `ctx.parallel().step(key, ..)`; a
+//! fan-out, `ctx.fan_out(key, items, ..)`, is counted as a loop (its size is only known at run
+//! time) and its key checked as the base of its indexed keys. Each sub-tree yields a [`Flow`]: the literal keys it may run and its
 //! longest run of durable calls. Statements compose in sequence (a key seen twice is an
 //! error); the arms of an `if` or `match` are alternatives (the same key in two arms is fine).
 
@@ -147,6 +149,18 @@ struct Chain<'e> {
     builder_args: Vec<&'e Expr>,
 }
 
+/// A parallel group, `ctx.parallel().step(..).step(..)`, or a fan-out, `ctx.fan_out(..)`, with
+/// the builder calls chained onto it.
+struct Group<'e> {
+    /// `ctx.parallel()` or `ctx.fan_out(key, items, f)`.
+    root: &'e ExprMethodCall,
+    /// The members of a parallel group, `.step(key, f)` or `.step_with(key, options, f)`, in
+    /// declaration order.
+    members: Vec<&'e ExprMethodCall>,
+    /// The arguments of the other builder calls (`.limit(n)`, `.timeout(d)`, ...).
+    builder_args: Vec<&'e Expr>,
+}
+
 enum Base<'e> {
     Method(&'e ExprMethodCall),
     StepFn(&'e ExprCall, &'e syn::Path),
@@ -165,6 +179,16 @@ pub(super) const DURABLE_METHODS: &[&str] = &[
 ];
 pub(super) const BUILDER_METHODS: &[&str] =
     &["key", "kind", "timeout", "heartbeat_timeout", "options"];
+/// The builder calls of a parallel group (`ctx.parallel()`) or a fan-out (`ctx.fan_out(..)`).
+const GROUP_METHODS: &[&str] = &[
+    "step",
+    "step_with",
+    "limit",
+    "kind",
+    "timeout",
+    "heartbeat_timeout",
+    "options",
+];
 const CONCURRENT_MACROS: &[&str] = &["join", "try_join", "select", "select_biased"];
 
 impl Analyzer<'_> {
@@ -207,6 +231,35 @@ impl Analyzer<'_> {
                 _ => None,
             },
             Expr::Paren(p) => self.chain(&p.expr),
+            _ => None,
+        }
+    }
+
+    fn group<'e>(&self, e: &'e Expr) -> Option<Group<'e>> {
+        match e {
+            Expr::MethodCall(m)
+                if self.is_ctx(&m.receiver)
+                    && (m.method == "parallel" || m.method == "fan_out") =>
+            {
+                Some(Group {
+                    root: m,
+                    members: Vec::new(),
+                    builder_args: Vec::new(),
+                })
+            }
+            Expr::MethodCall(m) if GROUP_METHODS.iter().any(|g| m.method == g) => {
+                let mut group = self.group(&m.receiver)?;
+                if m.method == "step" || m.method == "step_with" {
+                    if group.root.method != "parallel" {
+                        return None;
+                    }
+                    group.members.push(m);
+                } else {
+                    group.builder_args.extend(m.args.iter());
+                }
+                Some(group)
+            }
+            Expr::Paren(p) => self.group(&p.expr),
             _ => None,
         }
     }
@@ -304,6 +357,9 @@ impl Analyzer<'_> {
     }
 
     fn expr(&mut self, e: &Expr, awaited: bool) -> Flow {
+        if let Some(group) = self.group(e) {
+            return self.parallel(&group, awaited);
+        }
         if let Some(chain) = self.chain(e) {
             return self.durable(&chain, e, awaited);
         }
@@ -564,6 +620,119 @@ impl Analyzer<'_> {
         flow
     }
 
+    /// A parallel group or a fan-out: each member of a group is a durable call of its own (its
+    /// key checked against every other key of the body, and counted against the budget); a
+    /// fan-out's steps are counted as a loop's are (not at all), and its key is the base of
+    /// their indexed keys.
+    fn parallel(&mut self, group: &Group, awaited: bool) -> Flow {
+        let ctx = self.s.ctx;
+        let root = group.root;
+        let fan_out = root.method == "fan_out";
+        // The arguments run first: the items of a fan-out, the options of the members, the
+        // builders' arguments. The members' bodies are steps, which may do anything.
+        let mut args: Vec<&Expr> = Vec::new();
+        if fan_out {
+            args.extend(root.args.iter().skip(1).take(1));
+        }
+        for m in &group.members {
+            if m.method == "step_with" {
+                args.extend(m.args.iter().skip(1).take(1));
+            }
+        }
+        args.extend(group.builder_args.iter().copied());
+        let mut flow = self.exprs(args);
+
+        let (recv, dot, method) = (&root.receiver, &root.dot_token, &root.method);
+        let head = quote::quote!(#recv #dot #method);
+        let call = if fan_out {
+            format!("{ctx}.fan_out(..)")
+        } else {
+            format!("{ctx}.parallel().step(..)")
+        };
+        if !awaited {
+            self.cx.error_spanned_by(
+                &head,
+                format!(
+                    "this {} is not awaited where it is made: a turn runs its durable calls one at a time (a group borrows `{ctx}` mutably until all its steps are saved), so its future cannot be stored or run alongside another; write `{call}.await?` and make the next call after it",
+                    if fan_out { "fan-out" } else { "parallel group" },
+                ),
+            );
+        }
+        if fan_out {
+            let key = root
+                .args
+                .first()
+                .map(KeyExpr::from_expr)
+                .unwrap_or(KeyExpr::Dynamic);
+            let example = format!("{ctx}.fan_out(format!(\"KEY-{{i}}\"), items, ..)");
+            let mut keys = Flow::default();
+            self.member_key(&key, &example, &mut keys);
+            self.then(&mut flow, keys);
+            // As in a loop: the number of steps is only known at run time.
+            self.has_loop = true;
+            self.shown.push(call);
+            self.calls.push(DurableCall {
+                kind: CallKind::Step(None),
+                key: None,
+            });
+            return flow;
+        }
+        if group.members.is_empty() {
+            self.cx.error_spanned_by(
+                &head,
+                format!(
+                    "this parallel group has no steps: add them with `.step(\"key\", |s| async move {{ .. }})` before `.await`, or use `{ctx}.fan_out(\"key\", items, |s, item| async move {{ .. }})` for a collection"
+                ),
+            );
+        }
+        for m in &group.members {
+            let key = m
+                .args
+                .first()
+                .map(KeyExpr::from_expr)
+                .unwrap_or(KeyExpr::Dynamic);
+            let example = format!("{ctx}.parallel().step(format!(\"KEY-{{i}}\"), ..)");
+            let mut member = Flow::default();
+            let literal = self.member_key(&key, &example, &mut member);
+            let (dot, method) = (&m.dot_token, &m.method);
+            member.path.push(quote::quote!(#dot #method));
+            self.then(&mut flow, member);
+            self.shown.push(format!("{ctx}.parallel().{method}(..)"));
+            self.calls.push(DurableCall {
+                kind: CallKind::Step(None),
+                key: literal,
+            });
+        }
+        flow
+    }
+
+    /// Check a group member's key as a durable call's (valid, not fixed inside a loop) and add
+    /// it to `flow`'s keys; the key when it is a literal.
+    fn member_key(&self, key: &KeyExpr, example: &str, flow: &mut Flow) -> Option<String> {
+        let KeyExpr::Literal(lit) = key else {
+            return None;
+        };
+        let (text, at) = (lit.value(), lit.span());
+        if let Err(why) = turnwise_rules::check_identifier(&text) {
+            self.cx
+                .error_at(at, format!("invalid step key {text:?}: {why}"));
+        } else if let Some(hint) = self.loops.last() {
+            let i = hint.as_deref().unwrap_or("i");
+            let example = example
+                .replace("KEY", &text)
+                .replace("{i}", &format!("{{{i}}}"));
+            self.cx.error_at(
+                at,
+                format!(
+                    "fixed step key `{text}` inside a loop: every iteration would save under the same key; use an indexed key, e.g. `{example}`"
+                ),
+            );
+        } else {
+            flow.keys.push((text.clone(), at));
+        }
+        Some(text)
+    }
+
     /// An `async` block not awaited where it is made must not hold a durable call (`before`:
     /// the number of durable calls found before the block): its future would hold the
     /// context's borrow while the turn goes on.
@@ -682,7 +851,7 @@ impl Analyzer<'_> {
             self.cx.error_spanned_by(
                 &mac.path,
                 format!(
-                    "`{name}!` would run durable calls concurrently, but a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably); await them one after the other, or do the concurrent work inside one step",
+                    "`{name}!` would run durable calls concurrently, but a turn runs one step, sleep or signal wait at a time (each borrows `{ctx}` mutably); run steps concurrently with `{ctx}.parallel().step(\"a\", ..).step(\"b\", ..).await?` or `{ctx}.fan_out(\"key\", items, ..).await?`, await them one after the other, or do the concurrent work inside one step",
                     ctx = self.s.ctx
                 ),
             );
@@ -773,7 +942,7 @@ impl Analyzer<'_> {
             self.nondeterministic(
                 span,
                 &shown,
-                &format!("a spawned task is not replayed; do concurrent work inside a step: `{ctx}.step(\"key\", |s| async move {{ .. }})`"),
+                &format!("a spawned task is not replayed; run steps concurrently with `{ctx}.parallel()` or `{ctx}.fan_out(..)`, or do concurrent work inside a step: `{ctx}.step(\"key\", |s| async move {{ .. }})`"),
             );
         } else if segs.len() >= 2 && segs[..segs.len() - 1].iter().any(|s| s == "env") {
             self.nondeterministic(

@@ -7,7 +7,7 @@
 //! with no signal) ends the attempt by never completing: the worker drops the handler's future
 //! at that await, so no code after it runs, whatever the handler does with errors.
 
-mod step;
+pub(crate) mod step;
 mod turn;
 
 use std::sync::Arc;
@@ -24,7 +24,10 @@ use crate::sdk::outcome::TurnError;
 
 pub use step::{BoxStepFn, BoxStepFuture, Resumable, StepCtx, StepOptions};
 pub(crate) use turn::child_error;
-pub use turn::{ChildCall, ChildError, ChildWait, StartedChild, Step, Turn, DEFAULT_CHILD_TIMEOUT};
+pub use turn::{
+    ChildCall, ChildError, ChildWait, FanOut, GroupOutput, Parallel, Push, StartedChild, Step,
+    Turn, DEFAULT_CHILD_TIMEOUT,
+};
 
 pub use crate::protocol::validate::MAX_STEPS;
 

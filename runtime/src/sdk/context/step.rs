@@ -127,6 +127,9 @@ struct StepInner {
     /// How often progress is sent at most.
     every: Duration,
     last_write: watch::Sender<Instant>,
+    /// A member of a parallel group: progress and cursors stay in the worker (the wire holds
+    /// one open step per turn), and a malformed progress report is kept here until the end.
+    detached: Option<Mutex<Option<Error>>>,
 }
 
 /// A started progress writer: the way to it, and its task.
@@ -149,6 +152,30 @@ impl StepInner {
     /// write back if the step has finished.
     fn send(self: &Arc<Self>, write: Write) -> Result<(), Write> {
         let mut state = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(failed) = &self.detached {
+            if matches!(*state, WriterState::Finished) {
+                return Err(write);
+            }
+            match write {
+                Write::Progress(details) => {
+                    if let Err(e) = validate::progress_details(&details) {
+                        failed
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(e);
+                    }
+                }
+                Write::Heartbeat(cursor, reply) => {
+                    *self.cursor.lock().unwrap_or_else(|p| p.into_inner()) = cursor;
+                    let _ = reply.send(Ok(()));
+                }
+                Write::Finish(reply) => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+            self.last_write.send_replace(Instant::now());
+            return Ok(());
+        }
         if matches!(*state, WriterState::Idle) {
             let (tx, rx) = mpsc::unbounded_channel();
             let task = tokio::spawn(progress_writer(self.clone(), rx, self.every));
@@ -195,6 +222,11 @@ pub(super) struct Writer {
 
 impl Writer {
     pub(super) async fn finish(self) -> Result<(), Error> {
+        if let Some(failed) = &self.inner.detached {
+            self.inner.finish();
+            let failed = failed.lock().unwrap_or_else(|p| p.into_inner()).take();
+            return failed.map_or(Ok(()), Err);
+        }
         let Some((writes, task)) = self.inner.finish() else {
             return Ok(());
         };
@@ -228,6 +260,26 @@ impl StepCtx {
         cursor: Value,
         hb: Option<Duration>,
     ) -> (Self, Writer) {
+        Self::start_with(turn, key, cursor, hb, false)
+    }
+
+    /// A member of a parallel group: its progress and heartbeats are kept by the worker, not
+    /// sent (the wire holds one open step per turn); they still feed its heartbeat timeout.
+    pub(super) fn start_detached(
+        turn: Arc<TurnShared>,
+        key: &str,
+        hb: Option<Duration>,
+    ) -> (Self, Writer) {
+        Self::start_with(turn, key, Value::Null, hb, true)
+    }
+
+    fn start_with(
+        turn: Arc<TurnShared>,
+        key: &str,
+        cursor: Value,
+        hb: Option<Duration>,
+        detached: bool,
+    ) -> (Self, Writer) {
         let every = match hb {
             // min(progress_every, max(50 ms, heartbeat_timeout / 2)), as the wire says; a
             // clamp would panic when progress_every is under 50 ms (the test env uses zero).
@@ -243,6 +295,7 @@ impl StepCtx {
             writer: Mutex::new(WriterState::Idle),
             every,
             last_write: watch::Sender::new(Instant::now()),
+            detached: detached.then(|| Mutex::new(None)),
             turn,
         });
         (

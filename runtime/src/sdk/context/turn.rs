@@ -1,5 +1,9 @@
 //! The turn context: [`Turn`], the durable calls of one turn and their replay.
 
+mod parallel;
+
+pub use parallel::{FanOut, GroupOutput, Parallel, Push};
+
 use std::collections::HashSet;
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
