@@ -597,14 +597,20 @@ async fn login_page(Extension(csrf): Extension<Csrf>) -> Response {
     html(pages::login(&csrf.0, None))
 }
 
-async fn login(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Page {
+async fn login(
+    State(state): State<AppState>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Page {
+    let secure = auth::over_tls(&headers, &uri);
     let form = forms::FormData::parse(&body);
     auth::check_csrf(&headers, &form)?;
     let csrf = auth::cookie(&headers, auth::CSRF_COOKIE).unwrap_or_default();
     let given = form.get("token").unwrap_or("");
     match state.options.api_token.as_deref() {
         None => Ok(see_other(PREFIX)),
-        Some(expected) => match auth::login_cookie(Some(expected), given) {
+        Some(expected) => match auth::login_cookie(Some(expected), given, secure) {
             Some(cookie) => {
                 let mut res = see_other(PREFIX);
                 if let Ok(v) = HeaderValue::from_str(&cookie) {
@@ -621,10 +627,10 @@ async fn login(State(state): State<AppState>, headers: HeaderMap, body: axum::bo
     }
 }
 
-async fn logout(headers: HeaderMap, body: axum::body::Bytes) -> Page {
+async fn logout(uri: axum::http::Uri, headers: HeaderMap, body: axum::body::Bytes) -> Page {
     auth::check_csrf(&headers, &forms::FormData::parse(&body))?;
     let mut res = see_other(LOGIN);
-    if let Ok(v) = HeaderValue::from_str(&auth::logout_cookie()) {
+    if let Ok(v) = HeaderValue::from_str(&auth::logout_cookie(auth::over_tls(&headers, &uri))) {
         res.headers_mut().append(SET_COOKIE, v);
     }
     Ok(res)
