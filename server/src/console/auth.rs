@@ -75,9 +75,8 @@ fn authorized(expected: Option<&str>, headers: &HeaderMap) -> bool {
         .map(|(_, t)| t.trim());
     let by_header =
         bearer.is_some_and(|t| crate::constant_time_eq(t.as_bytes(), expected.as_bytes()));
-    let by_cookie = cookie(headers, TOKEN_COOKIE).is_some_and(|t| {
-        crate::constant_time_eq(t.as_bytes(), session_value(expected).as_bytes())
-    });
+    let by_cookie = cookie(headers, TOKEN_COOKIE)
+        .is_some_and(|t| crate::constant_time_eq(t.as_bytes(), session_value(expected).as_bytes()));
     by_header || by_cookie
 }
 

@@ -107,7 +107,11 @@ async fn refused_everywhere(http: &Client, base: &str, cookies: &str, csrf: &str
             .send()
             .await
             .unwrap();
-        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{page} with {cookies}");
+        assert_eq!(
+            res.status(),
+            StatusCode::UNAUTHORIZED,
+            "{page} with {cookies}"
+        );
         let body = res.text().await.unwrap();
         assert!(
             body.contains(r#"action="/console/login""#) && !body.contains("inst-1"),
@@ -123,7 +127,11 @@ async fn refused_everywhere(http: &Client, base: &str, cookies: &str, csrf: &str
             .send()
             .await
             .unwrap();
-        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{path} with {cookies}");
+        assert_eq!(
+            res.status(),
+            StatusCode::UNAUTHORIZED,
+            "{path} with {cookies}"
+        );
     }
 }
 
@@ -175,12 +183,7 @@ async fn with_a_token_every_page_and_action_needs_it() {
     // Forged session cookies: the token itself (as the console once stored it, raw or
     // percent-encoded), a digest-shaped guess, an empty one.
     let encoded: String = form_urlencoded::byte_serialize(TOKEN.as_bytes()).collect();
-    for forged in [
-        TOKEN.to_owned(),
-        encoded,
-        "9f".repeat(32),
-        String::new(),
-    ] {
+    for forged in [TOKEN.to_owned(), encoded, "9f".repeat(32), String::new()] {
         let cookies = format!("turnwise_console={forged}; {csrf_cookie}");
         refused_everywhere(&http, &base, &cookies, &csrf).await;
     }
