@@ -1,11 +1,17 @@
-//! The console's authentication: the API's token, carried by a cookie after a login, and a
-//! CSRF token on every state-changing form.
+//! The console's authentication: the API's token, proven once at the login form and then carried
+//! by a session cookie derived from it, and a CSRF token on every state-changing form.
 //!
 //! - With a token configured ([`ServerOptions::api_token`]), every console page and action needs
 //!   it: as the API's `Authorization: Bearer` header, or as the `HttpOnly`, `SameSite=Strict`
-//!   cookie the login form sets. A page asked for without it answers `401` with the login form;
-//!   an action answers `401` and does nothing. Without a token the console is open, as the API
-//!   is (the server refuses a non-loopback bind without a token).
+//!   session cookie the login form sets (`Secure` too when the request came over HTTPS, as a
+//!   proxy's `X-Forwarded-Proto`/`Forwarded` says). A page asked for without it answers `401`
+//!   with the login form; an action answers `401` and does nothing. Without a token the console
+//!   is open, as the API is (the server refuses a non-loopback bind without a token).
+//! - The session cookie is not the token: it is the SHA-256 of a fixed context string, a random
+//!   secret drawn when the process starts and the token ([`session_value`]), compared in
+//!   constant time. A leaked cookie does not give the API token, and stops working when the
+//!   server restarts (the console then asks for a new login). **Log out** (a POST with the CSRF
+//!   field) clears it.
 //! - Every console answer carries a CSRF cookie (`SameSite=Strict`, random per browser), and
 //!   every form that changes something carries the same value in a hidden field; an action whose
 //!   field does not match its cookie is refused with `403` (a double-submit check: another site
@@ -13,18 +19,20 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, COOKIE, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
 
 use super::forms::FormData;
 use super::Fail;
 use crate::AppState;
 
-/// The cookie holding the token after a login.
+/// The session cookie a login sets (a digest of the token, not the token).
 pub const TOKEN_COOKIE: &str = "turnwise_console";
 /// The CSRF cookie; forms repeat its value in the field [`CSRF_FIELD`].
 pub const CSRF_COOKIE: &str = "turnwise_csrf";
@@ -68,13 +76,58 @@ fn authorized(expected: Option<&str>, headers: &HeaderMap) -> bool {
     let by_header =
         bearer.is_some_and(|t| crate::constant_time_eq(t.as_bytes(), expected.as_bytes()));
     let by_cookie = cookie(headers, TOKEN_COOKIE)
-        .is_some_and(|t| crate::constant_time_eq(t.as_bytes(), encoded(expected).as_bytes()));
+        .is_some_and(|t| crate::constant_time_eq(t.as_bytes(), session_value(expected).as_bytes()));
     by_header || by_cookie
 }
 
-/// A token as a cookie value: percent-encoded, so that any token fits.
-fn encoded(token: &str) -> String {
-    form_urlencoded::byte_serialize(token.as_bytes()).collect()
+/// The domain-separation string of the session digest.
+const SESSION_CONTEXT: &[u8] = b"turnwise console session v1\0";
+
+/// The process's session secret: 32 random bytes drawn once (from the OS; should that fail,
+/// from the process's random hasher keys).
+fn session_secret() -> &'static [u8; 32] {
+    static SECRET: OnceLock<[u8; 32]> = OnceLock::new();
+    SECRET.get_or_init(|| {
+        let mut secret = [0u8; 32];
+        if getrandom::fill(&mut secret).is_err() {
+            let fallback = format!("{}{}", new_id(), new_id());
+            for (i, pair) in fallback.as_bytes().chunks(2).enumerate().take(32) {
+                let hex = std::str::from_utf8(pair).unwrap_or("0");
+                secret[i] = u8::from_str_radix(hex, 16).unwrap_or(0);
+            }
+        }
+        secret
+    })
+}
+
+/// The session cookie's value for `token`: hex SHA-256 of the context, the process's secret and
+/// the token. Not the token, and not computable without the secret.
+fn session_value(token: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(SESSION_CONTEXT);
+    h.update(session_secret());
+    h.update(token.as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether the request reached the server over HTTPS: its URI's scheme, or the proxy's
+/// `X-Forwarded-Proto: https` or `Forwarded: proto=https` (the server itself speaks plain HTTP).
+pub fn over_tls(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
+    let forwarded_proto = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let forwarded = headers
+        .get_all("forwarded")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split([';', ',']))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .any(|(k, v)| {
+            k.eq_ignore_ascii_case("proto") && v.trim_matches('"').eq_ignore_ascii_case("https")
+        });
+    uri.scheme_str() == Some("https") || forwarded_proto || forwarded
 }
 
 /// 128 unpredictable bits in hex: two hashes under the process's random hasher keys, over a
@@ -156,18 +209,23 @@ pub fn check_csrf(headers: &HeaderMap, form: &FormData) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Check a login form's token: the cookie to set when it is the server's.
-pub fn login_cookie(expected: Option<&str>, given: &str) -> Option<String> {
+/// Check a login form's token: the session cookie to set when it is the server's (`Secure`
+/// when the request came over HTTPS).
+pub fn login_cookie(expected: Option<&str>, given: &str, secure: bool) -> Option<String> {
     let expected = expected?;
     crate::constant_time_eq(given.trim().as_bytes(), expected.as_bytes()).then(|| {
         format!(
-            "{TOKEN_COOKIE}={}; Path=/console; HttpOnly; SameSite=Strict",
-            encoded(given.trim())
+            "{TOKEN_COOKIE}={}; Path=/console; HttpOnly; SameSite=Strict{}",
+            session_value(expected),
+            if secure { "; Secure" } else { "" }
         )
     })
 }
 
-/// The cookie that logs out.
-pub fn logout_cookie() -> String {
-    format!("{TOKEN_COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0")
+/// The cookie that logs out: the session cookie, emptied and expired.
+pub fn logout_cookie(secure: bool) -> String {
+    format!(
+        "{TOKEN_COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0{}",
+        if secure { "; Secure" } else { "" }
+    )
 }

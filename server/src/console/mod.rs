@@ -47,6 +47,7 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/console/instances", get(instances_page))
         .route("/console/instance", get(instance_page))
         .route(LIVE, get(instance_live))
+        .route("/console/run", get(run_page))
         .route("/console/instance/payload", get(payload))
         .route("/console/new", get(new_page))
         .route("/console/schemas", get(schemas_page))
@@ -270,10 +271,13 @@ async fn workflows_page(
     })
     .await?;
     let rows: Vec<TypeRow> = rows.into_values().collect();
+    // The runs of the last 24 hours, by hour (left out when the store cannot say).
+    let stats = engine.run_stats(24).await.ok();
     Ok(html(pages::workflows(
         &frame(&csrf, &login),
         &base_url(&headers),
         &rows,
+        stats.as_ref(),
         now,
         complete,
     )))
@@ -355,6 +359,9 @@ struct InstanceQuery {
     /// The queue's order: `newest` first, or oldest first (the default).
     #[serde(default)]
     queue: Option<String>,
+    /// The Runs section's page: the cursor of the runs API (absent: the newest runs).
+    #[serde(default)]
+    runs: Option<String>,
 }
 
 /// Finished turns per page.
@@ -368,48 +375,25 @@ pub(crate) struct InstanceView {
     pub(crate) turns: Vec<WorkflowTurn>,
     pub(crate) older: Option<u64>,
     pub(crate) newer: Option<u64>,
-    pub(crate) runs: Vec<RunRow>,
+    /// A page of the instance's runs, newest first.
+    pub(crate) runs: RunPage,
+    /// Whether that page is a later one (its cursor was given): the page links the newest.
+    pub(crate) runs_later: bool,
     pub(crate) schema: Option<SchemaDocument>,
     pub(crate) now_ms: i64,
 }
 
-/// One run of a turn, for the instance's **Runs** section.
-#[derive(Clone, Debug)]
-pub(crate) struct RunRow {
-    pub(crate) turn: u64,
-    pub(crate) status: TurnStatus,
-    pub(crate) attempt: u32,
-    pub(crate) run: TurnRun,
-    pub(crate) error: Option<String>,
-}
+/// Runs per page of the instance's **Runs** section.
+const RUNS_PAGE: u32 = 20;
 
-/// The runs of an instance the Runs section lists, newest first.
-///
-/// Today each turn keeps its current or last run (`WorkflowTurn::run`), so these are the runs
-/// of the head turn and of the finished turns on the page. When the runs API
-/// (`/v1/workflows/instances/runs`) lands, this one function reads it instead; the page does
-/// not change.
-async fn instance_runs(
-    _engine: &Engine,
-    head: Option<&WorkflowTurn>,
-    turns: &[WorkflowTurn],
-) -> Result<Vec<RunRow>, Fail> {
-    let mut rows: Vec<RunRow> = head
-        .into_iter()
-        .chain(turns)
-        .filter_map(|t| {
-            Some(RunRow {
-                turn: t.number,
-                status: t.status,
-                attempt: t.attempt,
-                run: t.run.clone()?,
-                error: t.error.clone(),
-            })
-        })
-        .collect();
-    rows.sort_by_key(|r| std::cmp::Reverse(r.run.started_at_ms));
-    rows.dedup_by(|a, b| a.run.id == b.run.id);
-    Ok(rows)
+/// A page of the instance's runs from the runs API, newest first, from `cursor` on (the
+/// `next_cursor` of the page before; absent: the newest).
+async fn instance_runs(engine: &Engine, id: &str, cursor: Option<&str>) -> Result<RunPage, Fail> {
+    let mut q = RunsQuery::instance(id).limit(RUNS_PAGE);
+    if let Some(c) = cursor.filter(|c| !c.is_empty()) {
+        q = q.cursor(c);
+    }
+    Ok(engine.runs(q).await?)
 }
 
 /// The registered schema document of a type and version, if any.
@@ -454,7 +438,7 @@ async fn load_instance(state: &AppState, q: &InstanceQuery) -> Result<InstanceVi
     let pruned = instance.history_pruned_through.unwrap_or(0);
     let older = (from > pruned).then_some(from);
     let newer = (top < newest).then(|| (top + TURNS_PAGE).min(newest));
-    let runs = instance_runs(engine, instance.current_turn.as_deref(), &turns).await?;
+    let runs = instance_runs(engine, &q.id, q.runs.as_deref()).await?;
     let schema = schema_of(state, &instance.workflow_type, &instance.version).await;
     Ok(InstanceView {
         newest_first: q.queue.as_deref() == Some("newest"),
@@ -464,6 +448,7 @@ async fn load_instance(state: &AppState, q: &InstanceQuery) -> Result<InstanceVi
         older,
         newer,
         runs,
+        runs_later: q.runs.as_deref().is_some_and(|c| !c.is_empty()),
         schema,
         now_ms: now_ms(state),
     })
@@ -491,6 +476,26 @@ async fn instance_live(State(state): State<AppState>, Query(q): Query<InstanceQu
     res.headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(res)
+}
+
+#[derive(Deserialize)]
+struct RunQuery {
+    run: String,
+}
+
+/// Everything of one run (`/console/run?run=<id>`).
+async fn run_page(
+    State(state): State<AppState>,
+    Extension(csrf): Extension<Csrf>,
+    Extension(login): Extension<Login>,
+    Query(q): Query<RunQuery>,
+) -> Page {
+    let run = engine(&state).run(&q.run).await?;
+    Ok(html(pages::run(
+        &frame(&csrf, &login),
+        &run,
+        now_ms(&state),
+    )))
 }
 
 #[derive(Deserialize)]
@@ -597,14 +602,20 @@ async fn login_page(Extension(csrf): Extension<Csrf>) -> Response {
     html(pages::login(&csrf.0, None))
 }
 
-async fn login(State(state): State<AppState>, headers: HeaderMap, body: axum::body::Bytes) -> Page {
+async fn login(
+    State(state): State<AppState>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Page {
+    let secure = auth::over_tls(&headers, &uri);
     let form = forms::FormData::parse(&body);
     auth::check_csrf(&headers, &form)?;
     let csrf = auth::cookie(&headers, auth::CSRF_COOKIE).unwrap_or_default();
     let given = form.get("token").unwrap_or("");
     match state.options.api_token.as_deref() {
         None => Ok(see_other(PREFIX)),
-        Some(expected) => match auth::login_cookie(Some(expected), given) {
+        Some(expected) => match auth::login_cookie(Some(expected), given, secure) {
             Some(cookie) => {
                 let mut res = see_other(PREFIX);
                 if let Ok(v) = HeaderValue::from_str(&cookie) {
@@ -621,10 +632,10 @@ async fn login(State(state): State<AppState>, headers: HeaderMap, body: axum::bo
     }
 }
 
-async fn logout(headers: HeaderMap, body: axum::body::Bytes) -> Page {
+async fn logout(uri: axum::http::Uri, headers: HeaderMap, body: axum::body::Bytes) -> Page {
     auth::check_csrf(&headers, &forms::FormData::parse(&body))?;
     let mut res = see_other(LOGIN);
-    if let Ok(v) = HeaderValue::from_str(&auth::logout_cookie()) {
+    if let Ok(v) = HeaderValue::from_str(&auth::logout_cookie(auth::over_tls(&headers, &uri))) {
         res.headers_mut().append(SET_COOKIE, v);
     }
     Ok(res)
@@ -700,6 +711,7 @@ async fn refused(
             id: id.to_owned(),
             before: None,
             queue: None,
+            runs: None,
         },
     )
     .await?;

@@ -196,6 +196,7 @@ pub(crate) fn workflows(
     frame: &Frame,
     base: &str,
     rows: &[TypeRow],
+    stats: Option<&RunStats>,
     now: i64,
     complete: bool,
 ) -> Markup {
@@ -204,6 +205,7 @@ pub(crate) fn workflows(
         Some(frame),
         "Workflows",
         html! {
+            @if let Some(stats) = stats { (runs_by_hour(stats)) }
             @if rows.is_empty() {
                 p { "No workflow type is registered and no instance exists yet. Start a worker: it registers its workflows' schemas with this server." }
             }
@@ -545,24 +547,209 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
             }
             section id="runs" {
                 h2 { "Runs" }
-                @if v.runs.is_empty() { p.muted { "No run yet." } }
-                table.list {
-                    thead { tr { th { "Run" } th { "Turn" } th { "Attempt" } th { "Status" } th { "Started" } th { "Took" } th { "Queue before → after" } th { "Usage" } th { "Error" } } }
+                p.help { "Every attempt of every turn, newest first: a retry is a new run; a turn that sleeps or waits for a signal keeps its run, which resumes." }
+                @if v.runs.runs.is_empty() { p.muted { @if v.runs_later { "No older run." } @else { "No run yet." } } }
+                @else {
+                    table.list {
+                        thead { tr { th { "Run" } th { "Turn" } th { "Attempt" } th { "Origin" } th { "Started" } th { "Took" } th { "Outcome" } th { "Turn after" } th { "Inbox before → after" } th { "Finished" } th { "Usage" } th { "Error" } } }
+                        tbody {
+                            @for r in &v.runs.runs {
+                                tr.run data-run=(r.id) data-turn=(r.turn) data-attempt=(r.attempt) data-outcome=(r.outcome.as_str()) {
+                                    td { a href=(run_link(&r.id)) { code { (r.id) } } }
+                                    td { (r.turn) } td { (r.attempt) }
+                                    td { (r.origin.as_ref().map_or("—", |o| o.kind.as_str())) }
+                                    td { (when(r.started_at_ms, now)) }
+                                    td { (duration(r.ended_at_ms - r.started_at_ms)) }
+                                    td { (status_badge(r.outcome.as_str())) }
+                                    td { (status_badge(r.turn_status.as_str())) }
+                                    td { (r.queue_before) " → " (r.queue_after) }
+                                    td { @if let Some(f) = &r.finished { (finished(f)) } @else { "—" } }
+                                    td { @if let Some(u) = &r.usage { (usage(u)) } }
+                                    td { @if let Some(e) = &r.error { span.error { (e) } } }
+                                }
+                            }
+                        }
+                    }
+                }
+                p.paging {
+                    @if v.runs_later { a href=(url("/console/instance", &[("id", id)])) { "← newest runs" } " " }
+                    @if let Some(c) = &v.runs.next_cursor { a rel="next" href=(url("/console/instance", &[("id", id), ("runs", c)])) { "older runs →" } }
+                }
+            }
+        },
+    )
+}
+
+fn run_link(id: &str) -> String {
+    url("/console/run", &[("run", id)])
+}
+
+/// What a run finished: `done unit` (of `total`) in `phase`.
+fn finished(f: &RunFinished) -> Markup {
+    html! {
+        (f.done)
+        @if let Some(t) = f.total { " of " (t) }
+        @if let Some(u) = &f.unit { " " (u) }
+        " · " span.phase { (f.phase) }
+    }
+}
+
+/// A run's usage, counter by counter.
+fn usage(u: &RunUsage) -> Markup {
+    let counters = [
+        ("calls", u.calls),
+        ("errors", u.errors),
+        ("tokens in", u.tokens_in),
+        ("tokens out", u.tokens_out),
+    ];
+    html! {
+        span.usage {
+            @for (name, n) in counters { @if let Some(n) = n { (name) " " (n) "; " } }
+            @if let Some(c) = u.cost_micro_usd { (dollars(c)) }
+        }
+    }
+}
+
+/// A run's results report: its counts by outcome and the inputs it lists.
+fn run_results(results: &RunResultsReport) -> Markup {
+    let counts = results.counts.clone().unwrap_or_default();
+    let by_outcome = [
+        ("written", counts.written),
+        ("review", counts.review),
+        ("no_value", counts.no_value),
+        ("failed", counts.failed),
+        ("duplicate", counts.duplicate),
+    ];
+    html! {
+        section id="results" {
+            h2 { "Results" }
+            @if results.counts.is_some() {
+                table.list.counts {
                     tbody {
-                        @for r in &v.runs {
+                        @for (name, n) in by_outcome {
+                            @if let Some(n) = n { tr data-outcome=(name) { th { (name) } td { (n) } } }
+                        }
+                    }
+                }
+            }
+            @if let Some(inputs) = &results.inputs {
+                table.list.inputs {
+                    thead { tr { th { "Outcome" } th { "Input" } th { "Cost" } th { "Error" } th { "Values" } } }
+                    tbody {
+                        @for i in inputs {
                             tr {
-                                td { code { (r.run.id) } } td { (r.turn) } td { (r.attempt) }
-                                td { (status_badge(r.status.as_str())) }
-                                td { (when(r.run.started_at_ms, now)) }
-                                td { @match r.run.ended_at_ms { Some(e) => (duration(e - r.run.started_at_ms)), None => "running" } }
-                                td { (r.run.queue_before) " → " @match r.run.queue_after { Some(a) => (a), None => "…" } }
-                                td { @if let Some(u) = &r.run.usage { code { (serde_json::to_string(u).unwrap_or_default()) } } }
-                                td { @if let Some(e) = &r.error { (e) } }
+                                td { (status_badge(i.outcome.as_str())) }
+                                td {
+                                    @if let Some(l) = &i.label { (l) " " }
+                                    @if let Some(iri) = &i.iri { code { (iri) } }
+                                }
+                                td { @if let Some(c) = i.cost_micro_usd { (dollars(c)) } }
+                                td { @if let Some(e) = &i.error { span.error { (e) } } }
+                                td { @if let Some(v) = &i.values { (json_block(&Value::Array(v.clone()))) } }
                             }
                         }
                     }
                 }
             }
+        }
+    }
+}
+
+/// Millionths of a US dollar, as dollars.
+fn dollars(micro: u64) -> String {
+    format!("${}.{:06}", micro / 1_000_000, micro % 1_000_000)
+}
+
+/// The Workflows page's strip: the runs of each of the last hours, by outcome.
+fn runs_by_hour(stats: &RunStats) -> Markup {
+    let most = stats
+        .by_hour
+        .iter()
+        .map(|h| h.runs)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let total: u64 = stats.by_hour.iter().map(|h| h.runs).sum();
+    html! {
+        section id="runs-by-hour" {
+            h2 { "Runs by hour" }
+            p.help { (total) @if total == 1 { " run" } @else { " runs" } " in the last " (stats.hours) " hours (by the hour they started, UTC)." }
+            ol.hours {
+                @for h in &stats.by_hour {
+                    @let outcomes = h.outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ");
+                    li data-start=(h.start_ms) data-runs=(h.runs)
+                        title=(format!("{} UTC: {} runs{}{}", timestamp(h.start_ms), h.runs, if outcomes.is_empty() { "" } else { " — " }, outcomes)) {
+                        span.hbar style=(format!("height: {}%", h.runs * 100 / most)) {}
+                        @if h.outcomes.get("failed").copied().unwrap_or(0) + h.outcomes.get("lease_lost").copied().unwrap_or(0) > 0 { span.bad {} }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---- one run --------------------------------------------------------------------------------
+
+pub(crate) fn run(frame: &Frame, r: &WorkflowRun, now: i64) -> Markup {
+    let origin = r
+        .origin
+        .as_ref()
+        .map(|o| serde_json::to_value(o).unwrap_or(Value::Null));
+    layout(
+        Some(frame),
+        &format!("Run {}", r.id),
+        html! {
+            p { "Instance " a href=(instance_link(&r.workflow_id)) { (r.workflow_id) } " · " (r.workflow_type) " " (r.version) }
+            table.facts id="run" {
+                tbody {
+                    tr { th { "Turn" } td { (r.turn) " · message " code { (r.message_id) } } }
+                    tr { th { "Attempt" } td { (r.attempt) } }
+                    tr { th { "Origin" } td { (r.origin.as_ref().map_or("—", |o| o.kind.as_str())) } }
+                    tr { th { "Worker" } td { (r.worker.as_deref().unwrap_or("—")) } }
+                    tr { th { "Started" } td { (timestamp(r.started_at_ms)) " UTC · " (when(r.started_at_ms, now)) } }
+                    tr { th { "Ended" } td { (timestamp(r.ended_at_ms)) " UTC" } }
+                    tr { th { "Took" } td { (duration(r.ended_at_ms - r.started_at_ms)) } }
+                    tr { th { "Outcome" } td.outcome { (status_badge(r.outcome.as_str())) } }
+                    tr { th { "Turn after" } td { (status_badge(r.turn_status.as_str())) } }
+                    tr { th { "Inbox before → after" } td { (r.queue_before) " → " (r.queue_after) } }
+                    tr { th { "Finished" } td { @if let Some(f) = &r.finished { (finished(f)) } @else { "—" } } }
+                    tr { th { "Usage" } td { @if let Some(u) = &r.usage { (usage(u)) } @else { "—" } } }
+                    @if let Some(e) = &r.error { tr { th { "Error" } td { p.error { (e) } } } }
+                }
+            }
+            @if let Some(o) = &origin { h2 { "Origin" } (json_block(o)) }
+            @if let Some(sample) = &r.sample {
+                h2 { "Sample" }
+                ul.sample { @for name in sample { li { (name) } } }
+            }
+            @if let Some(counters) = &r.counters {
+                h2 { "Counters" }
+                table.list.counters { tbody { @for (name, n) in counters { tr { th { (name) } td { (n) } } } } }
+            }
+            h2 { "Steps" }
+            @if r.steps.is_empty() { p.muted { "No step saved." } }
+            ol.timeline.steps {
+                @for s in &r.steps {
+                    li { code { (s.key) } " " span.kind { (s.kind.as_str()) } " · " (when(s.at_ms, now)) }
+                }
+            }
+            h2 { "Phases" }
+            @if r.phases.is_empty() { p.muted { "No progress reported." } }
+            @else {
+                table.list.phases {
+                    thead { tr { th { "Phase" } th { "Done" } th { "Took" } } }
+                    tbody {
+                        @for p in &r.phases {
+                            tr {
+                                td { (p.phase) }
+                                td { (p.done) @if let Some(t) = p.total { " of " (t) } @if let Some(u) = &p.unit { " " (u) } }
+                                td { (duration(p.ended_at_ms - p.started_at_ms)) }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(results) = &r.results { (run_results(results)) }
         },
     )
 }

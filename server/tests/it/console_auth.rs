@@ -1,7 +1,9 @@
 //! The console's authentication: with a token set, every console page and action is refused
 //! without it (and the action does nothing); the login form sets an HttpOnly, SameSite=Strict
-//! cookie that then opens the pages; a form whose CSRF token does not match its cookie is
-//! refused. Without a token the console is open, as the API is.
+//! session cookie that is not the token and then opens the pages; a forged session cookie (the
+//! token itself, or any other value) opens nothing; logging out clears the cookie; a form whose
+//! CSRF token does not match its cookie is refused. Without a token the console is open, as the
+//! API is.
 
 use crate::common;
 
@@ -19,6 +21,7 @@ const PAGES: &[&str] = &[
     "/console/instance?id=inst-1",
     "/console/instance/live?id=inst-1",
     "/console/instance/payload?id=inst-1&turn=1",
+    "/console/run?run=no-such-run",
     "/console/new?type=counter&version=v1",
     "/console/schemas",
     "/console/schemas/download?type=counter&version=v1",
@@ -94,6 +97,44 @@ fn pair(set_cookie: &str) -> String {
     set_cookie.split(';').next().unwrap().to_owned()
 }
 
+/// With these cookies (`csrf` the CSRF cookie's value), every page answers `401` with the login
+/// form and shows nothing, and every action answers `401`.
+async fn refused_everywhere(http: &Client, base: &str, cookies: &str, csrf: &str) {
+    for page in PAGES {
+        let res = http
+            .get(format!("{base}{page}"))
+            .header(COOKIE, cookies)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            StatusCode::UNAUTHORIZED,
+            "{page} with {cookies}"
+        );
+        let body = res.text().await.unwrap();
+        assert!(
+            body.contains(r#"action="/console/login""#) && !body.contains("inst-1"),
+            "{page} with {cookies}: {body}"
+        );
+    }
+    for (path, fields) in actions() {
+        let res = http
+            .post(format!("{base}{path}"))
+            .header(COOKIE, cookies)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&fields, Some(csrf)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            StatusCode::UNAUTHORIZED,
+            "{path} with {cookies}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn with_a_token_every_page_and_action_needs_it() {
     let server = common::start(turnwise::Engine::in_memory(), Some(TOKEN)).await;
@@ -138,16 +179,13 @@ async fn with_a_token_every_page_and_action_needs_it() {
     assert_eq!(res.status(), StatusCode::OK, "the login form is open");
     let csrf_cookie = pair(&set_cookie(&res, "turnwise_csrf").unwrap());
     let csrf = csrf_cookie.split_once('=').unwrap().1.to_owned();
-    for (path, fields) in actions() {
-        let res = http
-            .post(format!("{base}{path}"))
-            .header(COOKIE, &csrf_cookie)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form(&fields, Some(&csrf)))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::UNAUTHORIZED, "{path}");
+    refused_everywhere(&http, &base, &csrf_cookie, &csrf).await;
+    // Forged session cookies: the token itself (as the console once stored it, raw or
+    // percent-encoded), a digest-shaped guess, an empty one.
+    let encoded: String = form_urlencoded::byte_serialize(TOKEN.as_bytes()).collect();
+    for forged in [TOKEN.to_owned(), encoded, "9f".repeat(32), String::new()] {
+        let cookies = format!("turnwise_console={forged}; {csrf_cookie}");
+        refused_everywhere(&http, &base, &cookies, &csrf).await;
     }
     let inst = api.get("/v1/workflows/instances/get?id=inst-1").await.ok();
     assert_eq!(inst["status"], "queued", "not paused, not deleted: {inst}");
@@ -178,11 +216,23 @@ async fn with_a_token_every_page_and_action_needs_it() {
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
-    let login = set_cookie(&res, "turnwise_console").expect("the login sets the token cookie");
+    let login = set_cookie(&res, "turnwise_console").expect("the login sets the session cookie");
     assert!(
         login.contains("HttpOnly") && login.contains("SameSite=Strict"),
         "{login}"
     );
+    assert!(
+        !login.contains("Secure"),
+        "not over plain HTTP, or the browser would drop it: {login}"
+    );
+    // The cookie is not the token, nor holds it in any form.
+    let session = pair(&login).split_once('=').unwrap().1.to_owned();
+    let encoded: String = form_urlencoded::byte_serialize(TOKEN.as_bytes()).collect();
+    assert!(
+        !session.contains("s3cret") && session != encoded && !session.is_empty(),
+        "{login}"
+    );
+    assert_eq!(session.len(), 64, "a SHA-256 in hex: {login}");
     let cookies = format!("{}; {csrf_cookie}", pair(&login));
     for page in PAGES {
         let res = http
@@ -191,9 +241,9 @@ async fn with_a_token_every_page_and_action_needs_it() {
             .send()
             .await
             .unwrap();
-        // Nothing is registered for counter v1, so its download is a 404 page; every other
-        // page opens.
-        let want = if page.contains("download") {
+        // Nothing is registered for counter v1, so its download is a 404 page, as is the run
+        // page of a run that does not exist; every other page opens.
+        let want = if page.contains("download") || page.contains("no-such-run") {
             StatusCode::NOT_FOUND
         } else {
             StatusCode::OK
@@ -268,6 +318,85 @@ async fn with_a_token_every_page_and_action_needs_it() {
         .ok();
     assert_eq!(turn["origin"]["kind"], "console", "{turn}");
     assert_eq!(turn["message"], json!({"add": 2}), "{turn}");
+
+    // Log out: a form without the CSRF field is refused and clears nothing.
+    let res = http
+        .post(format!("{base}/console/logout"))
+        .header(COOKIE, &cookies)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[], None))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert!(set_cookie(&res, "turnwise_console").is_none());
+    // With it: back to the login form, the session cookie emptied and expired.
+    let res = http
+        .post(format!("{base}/console/logout"))
+        .header(COOKIE, &cookies)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form(&[], Some(&csrf)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert_eq!(res.headers()["location"], "/console/login");
+    let cleared = set_cookie(&res, "turnwise_console").expect("logout sets the cookie");
+    assert!(
+        cleared.starts_with("turnwise_console=;")
+            && cleared.contains("Max-Age=0")
+            && cleared.contains("Path=/console"),
+        "{cleared}"
+    );
+    // The browser then holds the emptied cookie: every page and action is refused again.
+    let after = format!("{}; {csrf_cookie}", pair(&cleared));
+    refused_everywhere(&http, &base, &after, &csrf).await;
+}
+
+#[tokio::test]
+async fn behind_an_https_proxy_the_session_cookie_is_secure() {
+    let server = common::start(turnwise::Engine::in_memory(), Some(TOKEN)).await;
+    let base = server.api.base.clone();
+    let http = client();
+    let res = http
+        .get(format!("{base}/console/login"))
+        .send()
+        .await
+        .unwrap();
+    let csrf_cookie = pair(&set_cookie(&res, "turnwise_csrf").unwrap());
+    let csrf = csrf_cookie.split_once('=').unwrap().1.to_owned();
+    for (header, value) in [
+        ("x-forwarded-proto", "https"),
+        ("forwarded", "for=192.0.2.60;proto=https;by=203.0.113.43"),
+    ] {
+        let res = http
+            .post(format!("{base}/console/login"))
+            .header(COOKIE, &csrf_cookie)
+            .header(header, value)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[("token", TOKEN)], Some(&csrf)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::SEE_OTHER);
+        let login = set_cookie(&res, "turnwise_console").unwrap();
+        assert!(
+            login.contains("; Secure") && login.contains("HttpOnly"),
+            "{header}: {login}"
+        );
+        let cookies = format!("{}; {csrf_cookie}", pair(&login));
+        let res = http
+            .post(format!("{base}/console/logout"))
+            .header(COOKIE, &cookies)
+            .header(header, value)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form(&[], Some(&csrf)))
+            .send()
+            .await
+            .unwrap();
+        let cleared = set_cookie(&res, "turnwise_console").unwrap();
+        assert!(cleared.contains("; Secure"), "{header}: {cleared}");
+    }
 }
 
 #[tokio::test]

@@ -425,9 +425,17 @@ async fn a_person_operates_a_workflow_in_the_browser() {
     );
     let runs = text_of(&c, "#runs").await.unwrap();
     assert!(
-        runs.contains("order-1"),
-        "the Runs section lists the turn's run: {runs}"
+        runs.contains("order-1") && runs.contains("completed"),
+        "the Runs section lists the turn's run from the runs API: {runs}"
     );
+    let run_href = c
+        .find(Locator::Css("#runs tr.run[data-outcome=completed] a"))
+        .await
+        .expect("a completed run, linked to its page")
+        .attr("href")
+        .await
+        .unwrap()
+        .expect("the run's link");
     c.execute(
         "const d = document.querySelector(\"details.turn[data-turn='1']\"); d.open = true; d.scrollIntoView();",
         vec![],
@@ -493,7 +501,21 @@ async fn a_person_operates_a_workflow_in_the_browser() {
     c.goto(&format!("{base}/console")).await.unwrap();
     let row = text_of(&c, "#workflows tr[data-type=order]").await.unwrap();
     assert!(row.contains("idle 1"), "the counts by status: {row}");
+    let hours = text_of(&c, "#runs-by-hour").await.unwrap();
+    assert!(
+        hours.contains("1 run in the last 24 hours"),
+        "the runs by hour: {hours}"
+    );
     shot(&c, "workflows").await;
+
+    // A run's own page, from its row in the Runs section.
+    c.goto(&format!("{base}{run_href}")).await.unwrap();
+    let run = text_of(&c, "main").await.unwrap();
+    assert!(
+        run.contains("order-1") && run.contains("pack") && run.contains("confirm"),
+        "the run page shows its instance and steps: {run}"
+    );
+    shot(&c, "run").await;
 
     c.close().await.unwrap();
     worker.stop().await.unwrap();

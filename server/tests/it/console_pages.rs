@@ -1,6 +1,7 @@
 //! What the console's pages say, over HTTP: the **No worker** warning after two minutes of a
-//! ready message with no turn running, and the server's schema refusal of a form shown beside
-//! its field with nothing admitted.
+//! ready message with no turn running, the server's schema refusal of a form shown beside its
+//! field with nothing admitted, the paging of instances, turns and runs, the runs of an instance
+//! from the runs API (one per attempt across a signal wait and a retry) and a run's own page.
 
 use crate::common;
 
@@ -393,4 +394,234 @@ async fn the_operator_actions_go_through_the_engine() {
     api.get("/v1/workflows/instances/get?id=c-1")
         .await
         .err(404, "not_found");
+}
+
+/// The runs the instance page's Runs section lists, in order: `(run id, attempt, outcome)`.
+fn listed_runs(page: &str) -> Vec<(String, u32, String)> {
+    page.split("<tr class=\"run\" ")
+        .skip(1)
+        .map(|rest| {
+            let attr = |name: &str| {
+                rest.split(&format!("{name}=\""))
+                    .nth(1)
+                    .and_then(|v| v.split('"').next())
+                    .unwrap()
+                    .to_owned()
+            };
+            (
+                attr("data-run"),
+                attr("data-attempt").parse().unwrap(),
+                attr("data-outcome"),
+            )
+        })
+        .collect()
+}
+
+/// The runs of an instance come from the runs API: one row per attempt, newest first; a turn
+/// that waited for a signal and resumed keeps its run; each row opens the run's page.
+#[tokio::test]
+async fn the_runs_section_shows_one_run_per_attempt_after_a_signal_wait_and_a_retry() {
+    use turnwise::protocol::*;
+    use turnwise::Backend;
+    use turnwise_conformance::support::*;
+
+    let clock = ManualClock::new(1_800_000_000_000);
+    let engine = Engine::new(MemoryStore::new(), clock.clone(), EngineConfig::default());
+    let server = common::start(engine.clone(), None).await;
+    let b = &engine;
+    let page = |path: String| {
+        let url = format!("{}{path}", server.api.base);
+        async move {
+            let res = client().get(url).send().await.unwrap();
+            let status = res.status();
+            (status, res.text().await.unwrap())
+        }
+    };
+
+    create(b, "inst-1").await;
+    let mut req = message_request("inst-1", "m1", json!({"pages": 3}));
+    let mut origin = MessageOrigin::new("manual");
+    origin.fields.insert("actor".into(), json!("ana"));
+    req.origin = Some(origin);
+    b.send_message(req).await.unwrap();
+    send(b, "inst-1", "m2", json!(null)).await;
+    let (_, before) = page("/console/instance?id=inst-1".into()).await;
+    assert!(listed_runs(&before).is_empty(), "no run before a claim");
+    assert!(before.contains("No run yet."), "{before}");
+
+    // Attempt 1 waits for a signal: its run ends `waiting_signal`.
+    let first = claim(b, "m1 is ready").await;
+    let l = lease(&first);
+    b.wait_signal(wait_request(&l, 0, "approval", "go", 60_000))
+        .await
+        .unwrap();
+    let (_, waiting) = page("/console/instance?id=inst-1".into()).await;
+    let runs = listed_runs(&waiting);
+    assert_eq!(runs.len(), 1, "{waiting}");
+    assert_eq!((runs[0].1, runs[0].2.as_str()), (1, "waiting_signal"));
+    let run1 = runs[0].0.clone();
+
+    // The signal resumes the same run, which then fails: still one run, now `failed`.
+    signal(b, "inst-1", 1, "s1", "go", json!(true)).await;
+    let resumed = claim(b, "the signal arrived").await;
+    fail(b, &lease(&resumed), "RuntimeError: boom").await;
+    let (_, failed) = page("/console/instance?id=inst-1".into()).await;
+    assert_eq!(
+        listed_runs(&failed),
+        [(run1.clone(), 1, "failed".to_owned())],
+        "the resumed attempt is the same run: {failed}"
+    );
+    assert!(failed.contains("RuntimeError: boom"), "{failed}");
+
+    // Attempt 2, after the backoff, reports progress and completes: a second run.
+    clock.advance(Duration::from_secs(1));
+    let second = claim(b, "the backoff passed").await;
+    assert_eq!(second.turn.attempt, 2);
+    let l = lease(&second);
+    b.operation(operation_request(&l, 1, "crawl"))
+        .await
+        .unwrap();
+    let details = json!({"phase": "reading", "done": 3, "total": 3, "unit": "pages"});
+    b.progress(progress_request(&l, "crawl", 1, details, json!(null)))
+        .await
+        .unwrap();
+    clock.advance(Duration::from_millis(1_500));
+    checkpoint_step(b, &l, 1, "crawl", json!({"pages": 3})).await;
+    let mut done = complete_request(
+        &l,
+        json!({"seen": 3}),
+        json!({"sample": ["page-one", "page-two"], "counters": {"links": 12}}),
+    );
+    done.usage = Some(RunUsage {
+        calls: Some(2),
+        tokens_in: Some(100),
+        cost_micro_usd: Some(150),
+        ..RunUsage::default()
+    });
+    done.results = Some(RunResultsReport {
+        counts: Some(RunResultCounts {
+            written: Some(4),
+            ..RunResultCounts::default()
+        }),
+        inputs: Some(vec![serde_json::from_value(json!({
+            "outcome": "failed", "label": "Page three", "error": "no title",
+            "cost_micro_usd": 2_500_000
+        }))
+        .unwrap()]),
+    });
+    b.complete(done).await.unwrap();
+
+    let (_, after) = page("/console/instance?id=inst-1".into()).await;
+    let runs = listed_runs(&after);
+    assert_eq!(runs.len(), 2, "one run per attempt: {after}");
+    assert_eq!(
+        (runs[0].1, runs[0].2.as_str()),
+        (2, "completed"),
+        "newest first"
+    );
+    assert_eq!(runs[1], (run1.clone(), 1, "failed".to_owned()));
+    let run2 = runs[0].0.clone();
+    assert_ne!(run2, run1);
+    let row = after
+        .split(&format!("data-run=\"{run2}\""))
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap();
+    for shown in [
+        "manual",
+        "<td>1.5 s</td>",
+        "2 → 1",
+        "3 of 3 pages",
+        "reading",
+        "calls 2",
+        "tokens in 100",
+        "$0.000150",
+        &format!("href=\"/console/run?run={run2}\""),
+    ] {
+        assert!(row.contains(shown), "the row shows {shown}: {row}");
+    }
+
+    // The run's page: everything of one run.
+    let (status, one) = page(format!("/console/run?run={run2}")).await;
+    assert_eq!(status, StatusCode::OK);
+    for shown in [
+        "inst-1",
+        "ana",
+        "page-one",
+        "page-two",
+        "links",
+        "12",
+        "crawl",
+        "reading",
+        "<tr data-outcome=\"written\"><th>written</th><td>4</td></tr>",
+        "Page three",
+        "no title",
+        "$2.500000",
+        "data-status=\"completed\"",
+    ] {
+        assert!(one.contains(shown), "the run page shows {shown}: {one}");
+    }
+    let (status, one) = page(format!("/console/run?run={run1}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        one.contains("RuntimeError: boom") && one.contains("approval"),
+        "the failed run: its error and its signal wait: {one}"
+    );
+    let (status, _) = page("/console/run?run=no-such-run".into()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // The Workflows page counts the runs of this hour.
+    let (_, workflows) = page("/console".into()).await;
+    assert!(
+        workflows.contains("2 runs in the last 24 hours"),
+        "{workflows}"
+    );
+}
+
+/// The Runs section pages with the runs API's cursor, twenty runs a page.
+#[tokio::test]
+async fn runs_are_listed_a_page_at_a_time() {
+    use turnwise_conformance::support::*;
+
+    let engine = Engine::in_memory();
+    let server = common::start(engine.clone(), None).await;
+    create(&engine, "inst-1").await;
+    for i in 0..23 {
+        send(&engine, "inst-1", &format!("m{i}"), json!(null)).await;
+        run_next(&engine, json!({"n": i})).await;
+    }
+    let get = |path: String| {
+        let url = format!("{}{path}", server.api.base);
+        async move {
+            client()
+                .get(url)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let first = get("/console/instance?id=inst-1".into()).await;
+    assert_eq!(listed_runs(&first).len(), 20, "{first}");
+    assert!(!first.contains("newest runs"), "{first}");
+    let next = first
+        .split("rel=\"next\" href=\"/console/instance?")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a link to the older runs")
+        .replace("&amp;", "&");
+    assert!(next.contains("runs="), "{next}");
+    let second = get(format!("/console/instance?{next}")).await;
+    let older = listed_runs(&second);
+    assert_eq!(older.len(), 3, "{second}");
+    let shown: std::collections::BTreeSet<_> = listed_runs(&first)
+        .into_iter()
+        .chain(older)
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(shown.len(), 23, "every run once");
+    assert!(second.contains("newest runs"), "{second}");
+    assert!(!second.contains("older runs"), "the last page: {second}");
 }
