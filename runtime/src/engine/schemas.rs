@@ -46,10 +46,14 @@ impl Entry {
     }
 }
 
-/// One namespace's documents, by (type, version), and when they were read from the store.
+/// One namespace's documents, by (type, version).
+type Entries = Arc<HashMap<(String, String), Arc<Entry>>>;
+
+/// One namespace's documents, and when they were read from the store. Shared, so that the
+/// check on every admission takes a reference count, not a copy of the map.
 struct Namespace {
     read_at: Instant,
-    entries: HashMap<(String, String), Arc<Entry>>,
+    entries: Entries,
 }
 
 /// The registered documents of the namespaces this engine has looked at.
@@ -132,7 +136,7 @@ impl Engine {
         let key = (d.workflow_type.clone(), d.version.clone());
         let mut namespaces = self.inner.schemas.lock();
         if let Some(ns) = namespaces.get_mut(&*self.ns) {
-            ns.entries.insert(key, Arc::new(entry));
+            Arc::make_mut(&mut ns.entries).insert(key, Arc::new(entry));
         }
         Ok(view)
     }
@@ -156,14 +160,14 @@ impl Engine {
     }
 
     /// This namespace's documents, read from the store when not read in the last [`RELOAD`].
-    async fn namespace_schemas(&self) -> Result<HashMap<(String, String), Arc<Entry>>> {
+    async fn namespace_schemas(&self) -> Result<Entries> {
         {
             let namespaces = self.inner.schemas.lock();
             if let Some(ns) = namespaces
                 .get(&*self.ns)
                 .filter(|ns| ns.read_at.elapsed() < RELOAD)
             {
-                return Ok(ns.entries.clone());
+                return Ok(Arc::clone(&ns.entries));
             }
         }
         let read_at = Instant::now();
@@ -184,11 +188,12 @@ impl Engine {
                 ),
             }
         }
+        let entries = Arc::new(entries);
         self.inner.schemas.lock().insert(
             self.ns.to_string(),
             Namespace {
                 read_at,
-                entries: entries.clone(),
+                entries: Arc::clone(&entries),
             },
         );
         Ok(entries)
