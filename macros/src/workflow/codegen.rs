@@ -361,8 +361,18 @@ fn schema(
         let key = call.key.as_ref()?;
         let schema = match &call.kind {
             CallKind::Step(Some(t)) => quote_spanned!(t.span()=> #p::step_schema::<#t>()),
-            // The step function's own expansion checks its output.
-            CallKind::StepFn(path) => quote_spanned!(path.span()=> <#path as #p::StepFn>::schema()),
+            // The callee is named as a value, where a helper function also lives, so that a
+            // helper called with the bare context gets `StepCall`'s message. The step function's
+            // own expansion checks its output (the probe gives `null` when that check fails).
+            CallKind::StepFn(path) => {
+                let probe =
+                    quote_spanned!(path.span()=> #p::step_output_of::<Self, _, _, _>(&#path));
+                quote!({
+                    #[allow(unused_imports)]
+                    use #p::{OutputSchemaKnown as _, OutputSchemaUnknown as _};
+                    (&&#probe).output_schema()
+                })
+            }
             CallKind::Now => quote!(#p::step_schema::<#p::Millis>()),
             CallKind::Random => quote!(#p::step_schema::<::core::primitive::u64>()),
             CallKind::Step(None) | CallKind::Sleep | CallKind::Wait | CallKind::Child => {

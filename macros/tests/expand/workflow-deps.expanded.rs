@@ -107,7 +107,19 @@ const _: () = {
                 [
                     (
                         "crawl",
-                        <crawl as crate::support::turnwise::__private::StepFn>::schema(),
+                        {
+                            #[allow(unused_imports)]
+                            use crate::support::turnwise::__private::{
+                                OutputSchemaKnown as _, OutputSchemaUnknown as _,
+                            };
+                            (&&crate::support::turnwise::__private::step_output_of::<
+                                Self,
+                                _,
+                                _,
+                                _,
+                            >(&crawl))
+                                .output_schema()
+                        },
                     ),
                     (
                         "t0",

@@ -102,8 +102,38 @@ const _: () = {
                     ),
                 ],
                 [
-                    ("double", <double as ::turnwise::__private::StepFn>::schema()),
-                    ("double-2", <double as ::turnwise::__private::StepFn>::schema()),
+                    (
+                        "double",
+                        {
+                            #[allow(unused_imports)]
+                            use ::turnwise::__private::{
+                                OutputSchemaKnown as _, OutputSchemaUnknown as _,
+                            };
+                            (&&::turnwise::__private::step_output_of::<
+                                Self,
+                                _,
+                                _,
+                                _,
+                            >(&double))
+                                .output_schema()
+                        },
+                    ),
+                    (
+                        "double-2",
+                        {
+                            #[allow(unused_imports)]
+                            use ::turnwise::__private::{
+                                OutputSchemaKnown as _, OutputSchemaUnknown as _,
+                            };
+                            (&&::turnwise::__private::step_output_of::<
+                                Self,
+                                _,
+                                _,
+                                _,
+                            >(&double))
+                                .output_schema()
+                        },
+                    ),
                 ],
             )
         }

@@ -168,6 +168,81 @@ pub fn step_schema<T: StepSchema>() -> serde_json::Value {
     crate::sdk::schema::schema_of::<T>()
 }
 
+/// A `#[step]` function, seen through its value: `name(ctx, ..)` in a `#[workflow]` body calls
+/// the function `#[step]` generates, which takes the context and the step's arguments and
+/// returns a [`Step`]. The macro names the call's callee through this trait (in the value
+/// namespace, where a plain helper function also lives) so that a helper called with the bare
+/// context gets this message rather than rustc's "expected type, found function".
+#[diagnostic::on_unimplemented(
+    message = "a call in a `#[workflow]` body whose first argument is the bare context must be to a `#[step]` function",
+    label = "not a `#[step]` function",
+    note = "to call a helper that takes the context, pass it reborrowed: `helper(&mut *ctx, ..)`"
+)]
+pub trait StepCall<W, O, Args> {}
+
+macro_rules! step_call_arities {
+    ($(($($a:ident),*)),* $(,)?) => {$(
+        impl<F, W, O, $($a),*> StepCall<W, O, ($($a,)*)> for F
+        where
+            W: Workflow,
+            F: for<'t> Fn(&'t mut Turn<W>, $($a),*) -> Step<'t, W, O, BoxStepFn<'t, O>>,
+        {
+        }
+    )*};
+}
+
+step_call_arities!(
+    (),
+    (A1),
+    (A1, A2),
+    (A1, A2, A3),
+    (A1, A2, A3, A4),
+    (A1, A2, A3, A4, A5),
+    (A1, A2, A3, A4, A5, A6),
+    (A1, A2, A3, A4, A5, A6, A7),
+    (A1, A2, A3, A4, A5, A6, A7, A8),
+    (A1, A2, A3, A4, A5, A6, A7, A8, A9),
+    (A1, A2, A3, A4, A5, A6, A7, A8, A9, A10),
+    (A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11),
+    (A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12),
+);
+
+/// The output of the `#[step]` function `f`, for [`StepOutputOf`]'s schema probe.
+pub fn step_output_of<W, O, Args, F: StepCall<W, O, Args>>(f: &F) -> StepOutputOf<O> {
+    let _ = f;
+    StepOutputOf(std::marker::PhantomData)
+}
+
+/// A `#[step]` function's output type, to list its schema. Autoref specialization:
+/// `(&&step_output_of::<W, _, _, _>(&f)).output_schema()` is the output's schema when it
+/// implements `JsonSchema`, and `null` otherwise: the step's own expansion reports a missing
+/// `JsonSchema` at its definition, so the workflow's schema does not report it a second time.
+pub struct StepOutputOf<O>(std::marker::PhantomData<fn() -> O>);
+
+/// Picked when the output implements `JsonSchema`.
+pub trait OutputSchemaKnown {
+    /// The output's schema.
+    fn output_schema(&self) -> serde_json::Value;
+}
+
+impl<O: JsonSchema> OutputSchemaKnown for &StepOutputOf<O> {
+    fn output_schema(&self) -> serde_json::Value {
+        crate::sdk::schema::schema_of::<O>()
+    }
+}
+
+/// Picked otherwise (the step's own expansion has already failed to compile).
+pub trait OutputSchemaUnknown {
+    /// `null`.
+    fn output_schema(&self) -> serde_json::Value;
+}
+
+impl<O> OutputSchemaUnknown for &&StepOutputOf<O> {
+    fn output_schema(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
 /// Assemble a workflow's schema.
 pub fn workflow_schema<const S: usize, const T: usize>(
     name: &str,
