@@ -1,0 +1,274 @@
+//! Step keys: each durable call's key keeps the key rules, is used once in a run of a turn
+//! (alternatives may share one), and is not fixed inside a loop. The [`Flow`]s of the parts of
+//! the body compose here: in sequence ([`Analyzer::then`]) or as alternatives
+//! ([`Analyzer::either`]).
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::{Expr, Lit, LitStr, Pat};
+
+use super::{first_type_arg, Analyzer, Base, CallKind, Chain, DurableCall, Flow};
+
+/// A key as written.
+pub(super) enum KeyExpr {
+    Literal(LitStr),
+    /// A `#[step]` function's own name.
+    Default(String, Span),
+    /// Computed at run time, e.g. `format!("item-{i}")`.
+    Dynamic,
+}
+
+impl KeyExpr {
+    pub(super) fn from_expr(e: &Expr) -> Self {
+        match e {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Str(s), ..
+            }) => KeyExpr::Literal(s.clone()),
+            Expr::Paren(p) => Self::from_expr(&p.expr),
+            _ => KeyExpr::Dynamic,
+        }
+    }
+}
+
+impl Analyzer<'_> {
+    // ---- composition -------------------------------------------------------------------
+
+    /// `next` runs after `acc`: a key in both is used twice.
+    pub(super) fn then(&self, acc: &mut Flow, next: Flow) {
+        if acc.diverges {
+            return;
+        }
+        for (key, span) in next.keys {
+            if self.check_key_once(&acc.keys, &key, span) {
+                acc.keys.push((key, span));
+            }
+        }
+        acc.path.extend(next.path);
+        acc.diverges |= next.diverges;
+    }
+
+    /// Alternatives: at most one of `arms` runs.
+    pub(super) fn either(arms: Vec<Flow>) -> Flow {
+        let mut out = Flow {
+            diverges: !arms.is_empty() && arms.iter().all(|a| a.diverges),
+            ..Flow::default()
+        };
+        for arm in arms {
+            if arm.path.len() > out.path.len() {
+                out.path.clone_from(&arm.path);
+            }
+            if arm.diverges {
+                continue;
+            }
+            for (key, span) in arm.keys {
+                if !out.keys.iter().any(|(k, _)| *k == key) {
+                    out.keys.push((key, span));
+                }
+            }
+        }
+        out
+    }
+
+    /// A durable call: record it and check its key, its await and its signal.
+    pub(super) fn durable(&mut self, chain: &Chain, e: &Expr, awaited: bool) -> Flow {
+        let mut flow = Flow::default();
+        // The arguments run first.
+        let (method, args): (Option<&syn::Ident>, Vec<&Expr>) = match &chain.base {
+            Base::Method(m) => {
+                let skip_closure = m.method == "step" || m.method == "transact";
+                let args = m
+                    .args
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !(skip_closure && *i == 1))
+                    .map(|(_, a)| a)
+                    .collect();
+                (Some(&m.method), args)
+            }
+            Base::StepFn(c, _) => (None, c.args.iter().skip(1).collect()),
+        };
+        let args = self.exprs(args.into_iter().chain(chain.builder_args.iter().copied()));
+        self.then(&mut flow, args);
+
+        let (head, call) = match &chain.base {
+            Base::Method(m) => {
+                let (recv, dot, method) = (&m.receiver, &m.dot_token, &m.method);
+                (
+                    quote::quote!(#recv #dot #method),
+                    format!("{}.{method}(..)", self.s.ctx),
+                )
+            }
+            Base::StepFn(_, path) => {
+                let name = path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default();
+                (quote::quote!(#path), format!("{name}({}, ..)", self.s.ctx))
+            }
+        };
+        let span = e.span();
+        let (kind, default_key, example) = match (&chain.base, method) {
+            (Base::Method(m), Some(method)) => {
+                let kind = match method.to_string().as_str() {
+                    "step" | "transact" => CallKind::Step(first_type_arg(m.turbofish.as_ref())),
+                    "sleep" => CallKind::Sleep,
+                    "wait_for_signal" => {
+                        self.check_signal(m);
+                        CallKind::Wait
+                    }
+                    "now" => CallKind::Now,
+                    "call_child" | "start_child" | "await_child" => CallKind::Child,
+                    _ => CallKind::Random,
+                };
+                let key = m
+                    .args
+                    .first()
+                    .map(KeyExpr::from_expr)
+                    .unwrap_or(KeyExpr::Dynamic);
+                let ctx = self.s.ctx;
+                let example = match method.to_string().as_str() {
+                    "step" => format!("{ctx}.step(format!(\"KEY-{{i}}\"), ..)"),
+                    "transact" => format!("{ctx}.transact(format!(\"KEY-{{i}}\"), ..)"),
+                    "sleep" => format!("{ctx}.sleep(format!(\"KEY-{{i}}\"), ..)"),
+                    "wait_for_signal" => {
+                        format!("{ctx}.wait_for_signal(format!(\"KEY-{{i}}\"), ..)")
+                    }
+                    "call_child" | "start_child" | "await_child" => {
+                        format!("{ctx}.{method}(format!(\"KEY-{{i}}\"), ..)")
+                    }
+                    other => format!("{ctx}.{other}(format!(\"KEY-{{i}}\"))"),
+                };
+                (kind, key, example)
+            }
+            (Base::StepFn(_, path), _) => {
+                let name = path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string().trim_start_matches("r#").to_owned())
+                    .unwrap_or_default();
+                let fn_span = path.segments.last().map_or(span, |s| s.ident.span());
+                let example = format!("{name}({}, ..).key(format!(\"KEY-{{i}}\"))", self.s.ctx);
+                (
+                    CallKind::StepFn(strip_args(path)),
+                    KeyExpr::Default(name, fn_span),
+                    example,
+                )
+            }
+            (Base::Method(_), None) => unreachable!("a method call has a method"),
+        };
+        let key = match chain.key_override {
+            Some(k) => KeyExpr::from_expr(k),
+            None => default_key,
+        };
+
+        self.check_awaited(awaited, &head, &call);
+
+        let literal = match &key {
+            KeyExpr::Literal(lit) => Some((lit.value(), lit.span())),
+            KeyExpr::Default(name, span) => Some((name.clone(), *span)),
+            KeyExpr::Dynamic => None,
+        };
+        if let Some((text, at)) = &literal {
+            if self.check_key_rules(text, *at)
+                && self.check_key_not_fixed_in_loop(text, *at, &example)
+            {
+                flow.keys.push((text.clone(), *at));
+            }
+        }
+        flow.path.push(head);
+        self.shown.push(call);
+        self.calls.push(DurableCall {
+            kind,
+            key: literal.map(|(k, _)| k),
+        });
+        flow
+    }
+
+    /// Check a group member's key as a durable call's (valid, not fixed inside a loop) and add
+    /// it to `flow`'s keys; the key when it is a literal.
+    pub(super) fn member_key(
+        &self,
+        key: &KeyExpr,
+        example: &str,
+        flow: &mut Flow,
+    ) -> Option<String> {
+        let KeyExpr::Literal(lit) = key else {
+            return None;
+        };
+        let (text, at) = (lit.value(), lit.span());
+        if self.check_key_rules(&text, at) && self.check_key_not_fixed_in_loop(&text, at, example) {
+            flow.keys.push((text.clone(), at));
+        }
+        Some(text)
+    }
+
+    // ---- rules -------------------------------------------------------------------------
+
+    /// A literal key keeps the key rules (`turnwise_rules::check_identifier`).
+    fn check_key_rules(&self, text: &str, at: Span) -> bool {
+        let Err(why) = turnwise_rules::check_identifier(text) else {
+            return true;
+        };
+        self.cx
+            .error_at(at, format!("invalid step key {text:?}: {why}"));
+        false
+    }
+
+    /// A literal key is not used inside a loop: every iteration would save under it. The
+    /// message shows `example` (the call with the key `KEY-{i}`) with this key and the loop's
+    /// index.
+    fn check_key_not_fixed_in_loop(&self, text: &str, at: Span, example: &str) -> bool {
+        let Some(hint) = self.loops.last() else {
+            return true;
+        };
+        let i = hint.as_deref().unwrap_or("i");
+        let example = example
+            .replace("KEY", text)
+            .replace("{i}", &format!("{{{i}}}"));
+        self.cx.error_at(
+            at,
+            format!(
+                "fixed step key `{text}` inside a loop: every iteration would save under the same key; use an indexed key, e.g. `{example}`"
+            ),
+        );
+        false
+    }
+
+    /// A key is used once in a run of durable calls (`used`: the keys that run before it); the
+    /// same key in two arms of one `if` or `match` is fine, as [`Analyzer::either`] keeps one.
+    fn check_key_once(&self, used: &[(String, Span)], key: &str, span: Span) -> bool {
+        let Some((_, first)) = used.iter().find(|(k, _)| k == key) else {
+            return true;
+        };
+        self.cx.error_at(
+            span,
+            format!(
+                "step key `{key}` is used twice in this turn; give this call a key of its own, e.g. \"{key}-2\" (a `#[step]` function takes it with `.key(\"{key}-2\")`); the same key is only allowed in mutually exclusive arms of one `if` or `match`"
+            ),
+        );
+        self.cx
+            .error_at(*first, format!("step key `{key}` is first used here"));
+        false
+    }
+}
+
+/// `a::b::<T>` without generic arguments, to name the step's marker type.
+fn strip_args(path: &syn::Path) -> syn::Path {
+    let mut path = path.clone();
+    for seg in &mut path.segments {
+        seg.arguments = syn::PathArguments::None;
+    }
+    path
+}
+
+/// The loop pattern's identifier, to suggest an indexed key: `i` of `for (i, x) in ..`.
+pub(super) fn loop_hint(pat: &Pat) -> Option<String> {
+    match pat {
+        Pat::Ident(p) => Some(p.ident.to_string()),
+        Pat::Tuple(t) => t.elems.first().and_then(loop_hint),
+        Pat::Type(t) => loop_hint(&t.pat),
+        _ => None,
+    }
+    .filter(|name| name != "_")
+}

@@ -1,0 +1,413 @@
+//! Checks of a `#[workflow]` body: durable-call keys, the turn budget, steps in flight, accepted
+//! signals and calls that make replays nondeterministic.
+//!
+//! The analysis is syntactic. A *durable call* is `ctx.step(key, ..)`, `ctx.transact(key, ..)`,
+//! `ctx.sleep(key, ..)`, `ctx.wait_for_signal::<S>(key, ..)`, `ctx.now(key)`, `ctx.random(key)`,
+//! `ctx.call_child(key, ..)`, `ctx.start_child(key, ..)`, `ctx.await_child(key, ..)` or a call
+//! whose first argument is the context, `name(ctx, ..)` (a `#[step]` function, key `name` unless
+//! a `.key(..)` follows), or a member of a parallel group, `ctx.parallel().step(key, ..)`; a
+//! fan-out, `ctx.fan_out(key, items, ..)`, is counted as a loop (its size is only known at run
+//! time) and its key checked as the base of its indexed keys. Each sub-tree yields a [`Flow`]:
+//! the literal keys it may run and its longest run of durable calls. Statements compose in
+//! sequence (a key seen twice is an error); the arms of an `if` or `match` are alternatives (the
+//! same key in two arms is fine).
+//!
+//! This module holds the walker ([`analyze`], `Analyzer`); the rules are methods of the walker,
+//! one function per rule, each reporting its own error at the user's token, grouped by subject:
+//! [`keys`] (a durable call's key: valid, used once in a turn, not fixed inside a loop),
+//! [`budget`] (the turn budget), [`in_flight`] (durable calls awaited where they are made, one at
+//! a time), [`parallel`] (parallel groups and fan-outs), [`signals`] (accepted signals) and
+//! [`determinism`] (calls that make replays diverge).
+
+mod budget;
+mod determinism;
+mod in_flight;
+mod keys;
+mod parallel;
+mod signals;
+
+use std::collections::{HashMap, HashSet};
+
+use proc_macro2::{Span, TokenStream};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::visit::Visit;
+use syn::{Block, Expr, ExprCall, ExprMethodCall, Macro, Pat, Stmt, Token, Type};
+
+use crate::ctxt::Ctxt;
+use budget::check_budget;
+use determinism::body_uses;
+use keys::loop_hint;
+
+/// A durable call found in the body.
+pub(crate) struct DurableCall {
+    pub(crate) kind: CallKind,
+    /// The key when it is known at compile time.
+    pub(crate) key: Option<String>,
+}
+
+/// What a durable call is, for the schema.
+pub(crate) enum CallKind {
+    /// `ctx.step::<T, ..>(..)` (with `T` when given).
+    Step(Option<Type>),
+    /// `name(ctx, ..)`: a `#[step]` function at this path.
+    StepFn(syn::Path),
+    Sleep,
+    Wait,
+    /// `ctx.call_child(key, ..)` or `ctx.await_child(key, ..)`: a signal wait for a child
+    /// turn's outcome; `ctx.start_child(key, ..)`: the step that sends to the child.
+    Child,
+    Now,
+    Random,
+}
+
+/// What the checks need to know about the workflow.
+pub(crate) struct Settings<'a> {
+    pub(crate) ctx: &'a syn::Ident,
+    pub(crate) workflow: &'a syn::Ident,
+    pub(crate) signals: &'a [syn::Path],
+    pub(crate) allow_nondeterminism: bool,
+}
+
+/// What the checks found.
+pub(crate) struct BodyInfo {
+    /// The durable calls, in order.
+    pub(crate) calls: Vec<DurableCall>,
+    /// Signals waited for but not accepted (reported; the expansion accepts them anyway so
+    /// that the report is not repeated by the type checker).
+    pub(crate) unaccepted: Vec<syn::Path>,
+}
+
+/// Check `body`; return its durable calls.
+pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo {
+    let mut a = Analyzer {
+        cx,
+        s: settings,
+        loops: Vec::new(),
+        has_loop: false,
+        hash_vars: HashSet::new(),
+        calls: Vec::new(),
+        shown: Vec::new(),
+        uses: body_uses(body),
+        unaccepted: Vec::new(),
+    };
+    let flow = a.block(body);
+    check_budget(cx, settings, &flow, a.has_loop);
+    BodyInfo {
+        calls: a.calls,
+        unaccepted: a.unaccepted,
+    }
+}
+
+/// What a part of the body may do.
+#[derive(Default)]
+struct Flow {
+    /// The literal keys it may use, with where.
+    keys: Vec<(String, Span)>,
+    /// The durable calls of its longest run, in order (each as `ctx.step` or `name`).
+    path: Vec<TokenStream>,
+    /// Whether it always leaves the function (`return`, `break`, `continue`).
+    diverges: bool,
+}
+
+/// The walker: it goes through the body once, in order, and runs the rules on the way.
+struct Analyzer<'a> {
+    cx: &'a Ctxt,
+    s: &'a Settings<'a>,
+    /// The enclosing loops' index hints (the loop pattern's first identifier).
+    loops: Vec<Option<String>>,
+    has_loop: bool,
+    /// Locals known to hold a `HashMap` or `HashSet`.
+    hash_vars: HashSet<String>,
+    calls: Vec<DurableCall>,
+    /// Each of `calls` as written, e.g. `ctx.step(..)`, for messages.
+    shown: Vec<String>,
+    /// The names the body's `use` items bring in, with the paths they stand for: `File` →
+    /// `std::fs::File`.
+    uses: HashMap<String, Vec<String>>,
+    unaccepted: Vec<syn::Path>,
+}
+
+/// A durable call and the builder calls chained onto it, e.g. `crawl(ctx, a).key("a")`.
+struct Chain<'e> {
+    base: Base<'e>,
+    /// The outermost `.key(..)` argument.
+    key_override: Option<&'e Expr>,
+    /// The arguments of the chained builder calls.
+    builder_args: Vec<&'e Expr>,
+}
+
+enum Base<'e> {
+    Method(&'e ExprMethodCall),
+    StepFn(&'e ExprCall, &'e syn::Path),
+}
+
+pub(super) const DURABLE_METHODS: &[&str] = &[
+    "step",
+    "transact",
+    "sleep",
+    "wait_for_signal",
+    "now",
+    "random",
+    "call_child",
+    "start_child",
+    "await_child",
+];
+pub(super) const BUILDER_METHODS: &[&str] =
+    &["key", "kind", "timeout", "heartbeat_timeout", "options"];
+
+impl Analyzer<'_> {
+    fn is_ctx(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Path(p) => p.qself.is_none() && p.path.is_ident(self.s.ctx),
+            Expr::Paren(p) => self.is_ctx(&p.expr),
+            Expr::Group(g) => self.is_ctx(&g.expr),
+            _ => false,
+        }
+    }
+
+    fn chain<'e>(&self, e: &'e Expr) -> Option<Chain<'e>> {
+        match e {
+            Expr::MethodCall(m)
+                if self.is_ctx(&m.receiver) && DURABLE_METHODS.iter().any(|d| m.method == d) =>
+            {
+                Some(Chain {
+                    base: Base::Method(m),
+                    key_override: None,
+                    builder_args: Vec::new(),
+                })
+            }
+            Expr::MethodCall(m) if BUILDER_METHODS.iter().any(|d| m.method == d) => {
+                let mut chain = self.chain(&m.receiver)?;
+                if m.method == "key" && chain.key_override.is_none() {
+                    chain.key_override = m.args.first();
+                }
+                chain.builder_args.extend(m.args.iter());
+                Some(chain)
+            }
+            Expr::Call(c) => match (&*c.func, c.args.first()) {
+                (Expr::Path(p), Some(first)) if p.qself.is_none() && self.is_ctx(first) => {
+                    Some(Chain {
+                        base: Base::StepFn(c, &p.path),
+                        key_override: None,
+                        builder_args: Vec::new(),
+                    })
+                }
+                _ => None,
+            },
+            Expr::Paren(p) => self.chain(&p.expr),
+            _ => None,
+        }
+    }
+
+    // ---- walking -----------------------------------------------------------------------
+
+    fn block(&mut self, block: &Block) -> Flow {
+        let mut flow = Flow::default();
+        for stmt in &block.stmts {
+            let next = self.stmt(stmt);
+            self.then(&mut flow, next);
+        }
+        flow
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) -> Flow {
+        match stmt {
+            Stmt::Local(local) => {
+                let mut flow = Flow::default();
+                if let Some(init) = &local.init {
+                    flow = self.expr(&init.expr, false);
+                    if let Some((_, diverge)) = &init.diverge {
+                        let arm = self.expr(diverge, false);
+                        let none = Flow::default();
+                        let alt = Self::either(vec![arm, none]);
+                        self.then(&mut flow, alt);
+                    }
+                    self.track_hash_local(&local.pat, Some(&init.expr));
+                    self.check_inferred_signal(&local.pat, &init.expr);
+                } else {
+                    self.track_hash_local(&local.pat, None);
+                }
+                flow
+            }
+            Stmt::Item(_) => Flow::default(),
+            Stmt::Expr(e, _) => self.expr(e, false),
+            Stmt::Macro(m) => self.mac(&m.mac),
+        }
+    }
+
+    fn exprs<'e>(&mut self, exprs: impl IntoIterator<Item = &'e Expr>) -> Flow {
+        let mut flow = Flow::default();
+        for e in exprs {
+            let next = self.expr(e, false);
+            self.then(&mut flow, next);
+        }
+        flow
+    }
+
+    fn expr(&mut self, e: &Expr, awaited: bool) -> Flow {
+        if let Some(group) = self.group(e) {
+            return self.parallel(&group, awaited);
+        }
+        if let Some(chain) = self.chain(e) {
+            return self.durable(&chain, e, awaited);
+        }
+        match e {
+            Expr::Await(a) => self.expr(&a.base, true),
+            Expr::Paren(p) => self.expr(&p.expr, awaited),
+            Expr::Try(t) => self.expr(&t.expr, false),
+            Expr::Block(b) => self.block(&b.block),
+            Expr::Unsafe(b) => self.block(&b.block),
+            Expr::Const(b) => self.block(&b.block),
+            Expr::Async(b) => {
+                let before = self.calls.len();
+                let flow = self.block(&b.block);
+                if !awaited {
+                    self.check_stored_async(b, before);
+                }
+                flow
+            }
+            Expr::TryBlock(b) => self.block(&b.block),
+            Expr::If(i) => {
+                let mut flow = self.expr(&i.cond, false);
+                let then = self.block(&i.then_branch);
+                let other = match &i.else_branch {
+                    Some((_, e)) => self.expr(e, false),
+                    None => Flow::default(),
+                };
+                let alt = Self::either(vec![then, other]);
+                self.then(&mut flow, alt);
+                flow
+            }
+            Expr::Match(m) => {
+                let mut flow = self.expr(&m.expr, false);
+                let mut arms = Vec::new();
+                for arm in &m.arms {
+                    let mut f = match &arm.pat {
+                        Pat::Guard(g) => self.expr(&g.guard, false),
+                        _ => Flow::default(),
+                    };
+                    let body = self.expr(&arm.body, false);
+                    self.then(&mut f, body);
+                    arms.push(f);
+                }
+                let alt = Self::either(arms);
+                self.then(&mut flow, alt);
+                flow
+            }
+            Expr::ForLoop(f) => {
+                let flow = self.expr(&f.expr, false);
+                self.check_hash_iteration(&f.expr);
+                self.in_loop(loop_hint(&f.pat), |a| a.block(&f.body));
+                flow
+            }
+            Expr::While(w) => {
+                self.in_loop(None, |a| {
+                    a.expr(&w.cond, false);
+                    a.block(&w.body);
+                });
+                Flow::default()
+            }
+            Expr::Loop(l) => {
+                self.in_loop(None, |a| a.block(&l.body));
+                Flow::default()
+            }
+            Expr::Return(r) => {
+                let mut flow = match &r.expr {
+                    Some(e) => self.expr(e, false),
+                    None => Flow::default(),
+                };
+                flow.diverges = true;
+                flow
+            }
+            Expr::Break(b) => {
+                let mut flow = match &b.expr {
+                    Some(e) => self.expr(e, false),
+                    None => Flow::default(),
+                };
+                flow.diverges = true;
+                flow
+            }
+            Expr::Continue(_) => Flow {
+                diverges: true,
+                ..Flow::default()
+            },
+            Expr::Closure(c) => self.expr(&c.body, false),
+            Expr::Macro(m) => self.mac(&m.mac),
+            Expr::Call(c) => {
+                if let Expr::Path(p) = &*c.func {
+                    self.check_path(&p.path);
+                } else {
+                    let f = self.expr(&c.func, false);
+                    let rest = self.exprs(&c.args);
+                    return self.seq(f, rest);
+                }
+                self.exprs(&c.args)
+            }
+            Expr::Path(p) => {
+                self.check_path(&p.path);
+                Flow::default()
+            }
+            Expr::MethodCall(m) => {
+                self.check_hash_method(m);
+                let recv = self.expr(&m.receiver, false);
+                let args = self.exprs(&m.args);
+                self.seq(recv, args)
+            }
+            _ => {
+                let children = children(e);
+                self.exprs(children)
+            }
+        }
+    }
+
+    fn seq(&self, mut a: Flow, b: Flow) -> Flow {
+        self.then(&mut a, b);
+        a
+    }
+
+    fn in_loop<R>(&mut self, hint: Option<String>, f: impl FnOnce(&mut Self) -> R) {
+        self.has_loop = true;
+        self.loops.push(hint);
+        f(self);
+        self.loops.pop();
+    }
+
+    // ---- macros ------------------------------------------------------------------------
+
+    fn mac(&mut self, mac: &Macro) -> Flow {
+        if !self.check_concurrent_macro(mac) {
+            return Flow::default();
+        }
+        // Look inside macros whose arguments are expressions (`println!`, `assert_eq!`, `vec!`).
+        let parser = Punctuated::<Expr, Token![,]>::parse_terminated;
+        match parser.parse2(mac.tokens.clone()) {
+            Ok(args) => self.exprs(&args),
+            Err(_) => Flow::default(),
+        }
+    }
+}
+
+/// The first type in a turbofish, e.g. `T` of `::<T, _, _>`.
+fn first_type_arg(t: Option<&syn::AngleBracketedGenericArguments>) -> Option<Type> {
+    match t?.args.first()? {
+        syn::GenericArgument::Type(Type::Infer(_)) => None,
+        syn::GenericArgument::Type(ty) => Some(ty.clone()),
+        _ => None,
+    }
+}
+
+/// The direct sub-expressions of `e`, for the kinds the walker does not treat specially.
+fn children(e: &Expr) -> Vec<&Expr> {
+    struct Children<'e>(Vec<&'e Expr>);
+    impl<'e> Visit<'e> for Children<'e> {
+        fn visit_expr(&mut self, e: &'e Expr) {
+            self.0.push(e);
+        }
+        fn visit_block(&mut self, _: &'e Block) {}
+        fn visit_item(&mut self, _: &'e syn::Item) {}
+    }
+    let mut c = Children(Vec::new());
+    syn::visit::visit_expr(&mut c, e);
+    c.0
+}
