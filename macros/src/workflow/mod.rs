@@ -1,4 +1,4 @@
-//! `#[workflow]`: parse → check → expand.
+//! `#[workflow]`: args → ast → check (`body/`, one module per subject, one function per rule) → codegen.
 
 mod args;
 mod ast;
