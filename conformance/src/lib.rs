@@ -4,7 +4,7 @@
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
 //! [`control`], [`limits`], [`parallel`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
-//! [`outcomes`], [`schedules`], [`validation`]). A case
+//! [`outcomes`], [`schedules`], [`validation`], [`brief`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
 //! After every refusal it re-reads the instance to prove nothing was written.
@@ -30,6 +30,7 @@ pub mod support;
 pub mod values;
 
 pub mod admission;
+pub mod brief;
 pub mod children;
 pub mod claims;
 pub mod control;
@@ -207,6 +208,10 @@ macro_rules! conformance_tests {
                 paging_get_and_stats,
                 kept_thirty_days,
                 zero_retention_keeps_all = $crate::runs::keep_all_config(),
+            }
+            brief {
+                brief_calls_write_as_full_ones,
+                brief_calls_refuse_as_full_ones,
             }
             idempotence {
                 checkpoint_step_repeat,

@@ -105,102 +105,11 @@ impl Backend for Engine {
     }
 
     async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
-        let limits = &self.inner.config.limits;
-        validate::identifier("workflow_id", &req.workflow_id)?;
-        validate::identifier("id", &req.id)?;
-        if req.id.starts_with(names::CONTINUATION_ID_PREFIX) {
-            return Err(Error::invalid(
-                "id",
-                "the `continue-` prefix is reserved for continuations",
-            ));
-        }
-        validate::size("message", &req.message, limits.message_bytes)?;
-        if let Some(origin) = &req.origin {
-            if !names::is_client_origin_kind(&origin.kind) {
-                return Err(Error::invalid(
-                    "origin.kind",
-                    format!(
-                        "{:?} is not an origin kind; use one of: {}, {}",
-                        origin.kind,
-                        names::ORIGIN_KINDS.join(", "),
-                        names::PARENT_ORIGIN_KIND
-                    ),
-                ));
-            }
-            let v = serde_json::to_value(origin).unwrap_or(Value::Null);
-            validate::size("origin", &v, limits.origin_bytes)?;
-        }
+        self.send_message_as(req, rules::turn_view).await
+    }
 
-        // Admission is optimistic: the store's message-id index is unique, so the new turn is
-        // committed without looking the id up first, and only a commit refused because the id
-        // is taken (or a full inbox, which must not hide a repeat) looks for the kept turn.
-        let mut look_first = false;
-        let mut tries = Tries::new();
-        let mut checked = false;
-        loop {
-            tries.next(&req.workflow_id)?;
-            let mut inst = self.load(&req.workflow_id).await?;
-            if !checked {
-                // Against the registered message schema, before anything is written.
-                self.check_message_schema(&inst, &req.message).await?;
-                checked = true;
-            }
-            let full = inst.pending.len() >= limits.pending_messages;
-            if look_first || full {
-                if let Some(t) = self
-                    .inner
-                    .store
-                    .find_message(&self.ns, &inst.id, &req.id)
-                    .await?
-                {
-                    if t.message == req.message {
-                        return Ok(rules::turn_view(&inst, &t));
-                    }
-                    return Err(Error::conflict(format_args!(
-                        "message id `{}` was already admitted as turn {} of `{}` with a different message; \
-                         use a new id for a new message",
-                        req.id, t.number, inst.id
-                    )));
-                }
-            }
-            if full {
-                return Err(Error::LimitReached {
-                    limit: "pending_messages",
-                    message: format!(
-                        "instance `{}` already has {} unfinished messages (the limit); retry once some finish",
-                        inst.id,
-                        inst.pending.len()
-                    ),
-                });
-            }
-            let now = self.now();
-            let number = inst.next_turn;
-            let mut turn = new_turn(
-                &inst,
-                number,
-                req.id.clone(),
-                req.message.clone(),
-                req.origin.clone(),
-                now,
-            );
-            turn.traceparent = crate::trace::TraceContext::current().map(|c| c.traceparent());
-            inst.next_turn += 1;
-            inst.pending.push(number);
-            if inst.pending.len() == 1 && !inst.paused {
-                inst.due_at_ms = Some(now);
-            }
-            let view = rules::turn_view(&inst, &turn);
-            let read_rev = inst.revision;
-            match self
-                .try_commit(Some(read_rev), &mut inst, vec![turn], Durable)
-                .await?
-            {
-                Committed::Done => return Ok(view),
-                Committed::Conflict => {}
-                // Kept by another turn (or by one committed a moment ago): read again, look.
-                Committed::MessageIdTaken(_) => look_first = true,
-            }
-        }
+    async fn send_message_ack(&self, req: MessageRequest) -> Result<u64> {
+        self.send_message_as(req, |_, t| t.number).await
     }
 
     async fn get_instance(&self, id: &str) -> Result<WorkflowInstance> {
@@ -448,35 +357,16 @@ impl Backend for Engine {
     }
 
     async fn turn(&self, q: TurnQuery) -> Result<WorkflowTurn> {
-        validate::identifier("id", &q.id)?;
-        let mut inst = self.load(&q.id).await?;
-        let mut turn = self.load_turn(&inst, q.turn).await?;
-        if inst.pending.first() == Some(&turn.number) {
-            rules::settle(&mut inst, &mut turn, self.now(), &self.inner.config);
-        }
+        let (inst, turn) = self.settled_turn(&q).await?;
         Ok(rules::turn_view(&inst, &turn))
     }
 
     async fn await_turn(&self, q: TurnQuery, wait: Duration) -> Result<WorkflowTurn> {
-        let give_up = tokio::time::Instant::now() + wait.min(self.inner.config.max_claim_wait);
-        let waiter = self
-            .inner
-            .outcomes
-            .watch(super::instance_key(&self.ns, &q.id));
-        loop {
-            // Armed before the read, so a commit between the read and the wait still wakes it.
-            let settled = waiter.notify().notified();
-            tokio::pin!(settled);
-            settled.as_mut().enable();
-            let turn = self.turn(q.clone()).await?;
-            if turn.status.is_outcome() || tokio::time::Instant::now() >= give_up {
-                return Ok(turn);
-            }
-            tokio::select! {
-                () = settled => {}
-                () = tokio::time::sleep_until(give_up) => {}
-            }
-        }
+        self.await_turn_as(q, wait, rules::turn_view).await
+    }
+
+    async fn await_outcome(&self, q: TurnQuery, wait: Duration) -> Result<TurnOutcome> {
+        self.await_turn_as(q, wait, rules::turn_outcome).await
     }
 
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
@@ -621,163 +511,27 @@ impl Backend for Engine {
     }
 
     async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
-        validate::identifier("key", &req.key)?;
-        let timeout = OPERATION_TIMEOUT;
-        validate::range("timeout_ms", req.timeout_ms, timeout.min, timeout.max)?;
-        if let Some(hb) = req.heartbeat_timeout_ms {
-            let min = HEARTBEAT_TIMEOUT_MIN_MS;
-            validate::range("heartbeat_timeout_ms", hb, min, req.timeout_ms)?;
-        }
-        steps_limit(req.position, self.inner.config.limits.steps_per_turn)?;
-        self.on_turn(&req.lease, |inst, turn, now| {
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
-            let same = turn.operation.as_ref().is_some_and(|op| {
-                op.key == req.key
-                    && op.kind == req.kind
-                    && op.timeout_ms == req.timeout_ms
-                    && op.heartbeat_timeout_ms == req.heartbeat_timeout_ms
-            });
-            if same && req.position as usize == turn.steps.len() {
-                return Ok(Decision::Answer);
-            }
-            next_position(&inst.id, turn, req.position, &req.key)?;
-            let carried = [turn.operation.as_ref(), turn.last_operation.as_ref()]
-                .into_iter()
-                .flatten()
-                .find(|op| op.key == req.key)
-                .map_or(Value::Null, |op| op.checkpoint.clone());
-            turn.operation = Some(TurnOperation {
-                key: req.key.clone(),
-                kind: req.kind,
-                attempt: turn.attempt,
-                started_at_ms: now,
-                timeout_ms: req.timeout_ms,
-                deadline_ms: now.saturating_add(req.timeout_ms as Millis),
-                last_heartbeat_ms: now,
-                sequence: 0,
-                details: Value::Null,
-                checkpoint: carried,
-                heartbeat_timeout_ms: req.heartbeat_timeout_ms,
-            });
-            rules::touch(turn, now);
-            Ok(Decision::Write(Relaxed, Vec::new()))
-        })
-        .await
+        self.operation_as(req, rules::turn_view).await
+    }
+
+    async fn operation_cursor(&self, req: OperationRequest) -> Result<Value> {
+        self.operation_as(req, rules::operation_cursor).await
     }
 
     async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
-        let limits = &self.inner.config.limits;
-        validate::identifier("key", &req.key)?;
-        validate::range("sequence", req.sequence, 1, u64::MAX)?;
-        validate::size("details", &req.details, limits.details_bytes)?;
-        validate::size("checkpoint", &req.checkpoint, limits.checkpoint_bytes)?;
-        validate::progress_details(&req.details)?;
-        self.on_turn(&req.lease, |inst, turn, now| {
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
-            let number = turn.number;
-            let Some(op) = turn.operation.as_mut().filter(|op| op.key == req.key) else {
-                return Err(Error::conflict(format_args!(
-                    "no step `{}` is running in turn {number}; start it with an operation first",
-                    req.key
-                )));
-            };
-            if op.sequence == req.sequence
-                && op.details == req.details
-                && op.checkpoint == req.checkpoint
-            {
-                return Ok(Decision::Answer);
-            }
-            if req.sequence <= op.sequence {
-                return Err(Error::conflict(format_args!(
-                    "progress sequence {} of step `{}` is not after the last accepted one ({})",
-                    req.sequence, req.key, op.sequence
-                )));
-            }
-            op.sequence = req.sequence;
-            op.details = req.details.clone();
-            op.checkpoint = req.checkpoint.clone();
-            op.last_heartbeat_ms = now;
-            rules::record_phase(turn, &req.details, now);
-            rules::touch(turn, now);
-            Ok(Decision::Write(Relaxed, Vec::new()))
-        })
-        .await
+        self.progress_as(req, rules::turn_view).await
+    }
+
+    async fn progress_ack(&self, req: ProgressRequest) -> Result<()> {
+        self.progress_as(req, rules::ack).await
     }
 
     async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
-        let limits = &self.inner.config.limits;
-        validate::identifier("key", &req.key)?;
-        match (req.kind, req.delay_ms) {
-            (CheckpointKind::Signal, _) => {
-                return Err(Error::invalid(
-                    "kind",
-                    "signal waits are saved through wait-signal; use `step` or `sleep`",
-                ))
-            }
-            (CheckpointKind::Step, Some(_)) => {
-                return Err(Error::invalid(
-                    "delay_ms",
-                    "only a `sleep` checkpoint carries delay_ms",
-                ))
-            }
-            (CheckpointKind::Sleep, None) => {
-                return Err(Error::invalid(
-                    "delay_ms",
-                    "a `sleep` checkpoint needs delay_ms",
-                ))
-            }
-            (CheckpointKind::Sleep, Some(d)) => {
-                validate::range("delay_ms", d, SLEEP_DELAY.min, SLEEP_DELAY.max)?;
-                if !req.output.is_null() {
-                    return Err(Error::invalid(
-                        "output",
-                        "a `sleep` checkpoint has no output",
-                    ));
-                }
-            }
-            (CheckpointKind::Step, None) => {}
-        }
-        validate::size("output", &req.output, limits.output_bytes)?;
-        steps_limit(req.position, limits.steps_per_turn)?;
-        self.on_turn(&req.lease, |inst, turn, now| {
-            let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
-                && turn.steps.get(req.position as usize).is_some_and(|s| {
-                    s.key == req.key
-                        && s.kind == req.kind
-                        && s.output == req.output
-                        && s.delay_ms == req.delay_ms
-                });
-            if repeat {
-                return Ok(Decision::Answer);
-            }
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
-            next_position(&inst.id, turn, req.position, &req.key)?;
-            let mut step = StepCheckpoint {
-                key: req.key.clone(),
-                kind: req.kind,
-                output: req.output.clone(),
-                at_ms: now,
-                delay_ms: None,
-                signal_name: None,
-                wake_at_ms: None,
-            };
-            if let Some(delay) = req.delay_ms {
-                let wake = now.saturating_add(delay as Millis);
-                step.delay_ms = Some(delay);
-                step.wake_at_ms = Some(wake);
-                rules::release(turn, now, RunEnd::Sleeping);
-                turn.status = TurnStatus::Waiting;
-                turn.ready_at_ms = wake;
-                turn.resume = true;
-            }
-            turn.steps.push(step);
-            turn.operation = None;
-            turn.last_operation = None;
-            rules::touch(turn, now);
-            turn_size(turn, limits.turn_bytes)?;
-            Ok(Decision::Write(Durable, Vec::new()))
-        })
-        .await
+        self.checkpoint_as(req, rules::turn_view).await
+    }
+
+    async fn checkpoint_ack(&self, req: CheckpointRequest) -> Result<()> {
+        self.checkpoint_as(req, rules::ack).await
     }
 
     async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
@@ -787,7 +541,7 @@ impl Backend for Engine {
         let bounds = WAIT_TIMEOUT;
         validate::range("timeout_ms", req.timeout_ms, bounds.min, bounds.max)?;
         steps_limit(req.position, limits.steps_per_turn)?;
-        self.on_turn(&req.lease, |inst, turn, now| {
+        self.on_turn(&req.lease, rules::turn_view, |inst, turn, now| {
             let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
                 && turn.steps.get(req.position as usize).is_some_and(|s| {
                     s.key == req.key
@@ -843,64 +597,11 @@ impl Backend for Engine {
     }
 
     async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
-        let limits = &self.inner.config.limits;
-        validate::size("state", &req.state, limits.state_bytes)?;
-        validate::size("result", &req.result, limits.result_bytes)?;
-        if let Some(c) = &req.continuation {
-            validate::size("continuation.message", &c.message, limits.message_bytes)?;
-        }
-        check_results(req.results.as_ref())?;
-        let digest = rules::completion_digest(
-            &req.state,
-            &req.result,
-            req.continuation.as_ref().map(|c| &c.message),
-        );
-        self.on_turn(&req.lease, |inst, turn, now| {
-            if turn.token.as_deref() == Some(req.lease.token.as_str())
-                && turn.completion_digest.as_deref() == Some(digest.as_str())
-            {
-                return Ok(Decision::Answer);
-            }
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
-            let mut extra = Vec::new();
-            if let Some(c) = &req.continuation {
-                let number = inst.next_turn;
-                let mut origin = MessageOrigin::new(names::CONTINUATION_ORIGIN_KIND);
-                origin.fields.insert("turn".into(), json!(turn.number));
-                origin
-                    .fields
-                    .insert("message_id".into(), json!(turn.message_id));
-                let next = new_turn(
-                    inst,
-                    number,
-                    format!("{}{}", names::CONTINUATION_ID_PREFIX, turn.number),
-                    c.message.clone(),
-                    Some(origin),
-                    now,
-                );
-                let mut next = next;
-                next.traceparent = turn.traceparent.clone();
-                inst.next_turn += 1;
-                inst.pending.push(number);
-                turn.continued_to = Some(number);
-                extra.push(next);
-            }
-            if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
-                run.usage = Some(usage.clone());
-            }
-            turn.result = req.result.clone();
-            turn.state_after = req.state.clone();
-            turn.completion_digest = Some(digest.clone());
-            turn.resume = false;
-            rules::finish(inst, turn, TurnStatus::Completed, now);
-            if let Some(ending) = turn.run_ending.as_mut() {
-                ending.results = req.results.clone();
-            }
-            turn_size(turn, limits.turn_bytes)?;
-            inst.state = req.state.clone();
-            Ok(Decision::Write(Durable, extra))
-        })
-        .await
+        self.complete_as(req, rules::turn_view).await
+    }
+
+    async fn complete_ack(&self, req: CompleteRequest) -> Result<()> {
+        self.complete_as(req, rules::ack).await
     }
 
     async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
@@ -913,7 +614,7 @@ impl Backend for Engine {
         check_results(req.results.as_ref())?;
         let error: String = req.error.chars().take(limits::ERROR_CHARS).collect();
         let config = &self.inner.config;
-        self.on_turn(&req.lease, |inst, turn, now| {
+        self.on_turn(&req.lease, rules::turn_view, |inst, turn, now| {
             rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
             if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
                 run.usage = Some(usage.clone());
@@ -969,7 +670,406 @@ impl Backend for Engine {
     }
 
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
-        self.on_turn(&lease, |inst, turn, now| {
+        self.heartbeat_as(lease, rules::turn_view).await
+    }
+
+    async fn heartbeat_ack(&self, lease: Lease) -> Result<()> {
+        self.heartbeat_as(lease, rules::ack).await
+    }
+}
+
+impl Engine {
+    /// The message route, answering what `answer` takes from the admitted turn.
+    async fn send_message_as<T>(
+        &self,
+        req: MessageRequest,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
+    ) -> Result<T> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("workflow_id", &req.workflow_id)?;
+        validate::identifier("id", &req.id)?;
+        if req.id.starts_with(names::CONTINUATION_ID_PREFIX) {
+            return Err(Error::invalid(
+                "id",
+                "the `continue-` prefix is reserved for continuations",
+            ));
+        }
+        validate::size("message", &req.message, limits.message_bytes)?;
+        if let Some(origin) = &req.origin {
+            if !names::is_client_origin_kind(&origin.kind) {
+                return Err(Error::invalid(
+                    "origin.kind",
+                    format!(
+                        "{:?} is not an origin kind; use one of: {}, {}",
+                        origin.kind,
+                        names::ORIGIN_KINDS.join(", "),
+                        names::PARENT_ORIGIN_KIND
+                    ),
+                ));
+            }
+            let v = serde_json::to_value(origin).unwrap_or(Value::Null);
+            validate::size("origin", &v, limits.origin_bytes)?;
+        }
+
+        // Admission is optimistic: the store's message-id index is unique, so the new turn is
+        // committed without looking the id up first, and only a commit refused because the id
+        // is taken (or a full inbox, which must not hide a repeat) looks for the kept turn.
+        let mut look_first = false;
+        let mut tries = Tries::new();
+        let mut checked = false;
+        loop {
+            tries.next(&req.workflow_id)?;
+            let mut inst = self.load(&req.workflow_id).await?;
+            if !checked {
+                // Against the registered message schema, before anything is written.
+                self.check_message_schema(&inst, &req.message).await?;
+                checked = true;
+            }
+            let full = inst.pending.len() >= limits.pending_messages;
+            if look_first || full {
+                if let Some(t) = self
+                    .inner
+                    .store
+                    .find_message(&self.ns, &inst.id, &req.id)
+                    .await?
+                {
+                    if t.message == req.message {
+                        return Ok(answer(&inst, &t));
+                    }
+                    return Err(Error::conflict(format_args!(
+                        "message id `{}` was already admitted as turn {} of `{}` with a different message; \
+                         use a new id for a new message",
+                        req.id, t.number, inst.id
+                    )));
+                }
+            }
+            if full {
+                return Err(Error::LimitReached {
+                    limit: "pending_messages",
+                    message: format!(
+                        "instance `{}` already has {} unfinished messages (the limit); retry once some finish",
+                        inst.id,
+                        inst.pending.len()
+                    ),
+                });
+            }
+            let now = self.now();
+            let number = inst.next_turn;
+            let mut turn = new_turn(
+                &inst,
+                number,
+                req.id.clone(),
+                req.message.clone(),
+                req.origin.clone(),
+                now,
+            );
+            turn.traceparent = crate::trace::TraceContext::current().map(|c| c.traceparent());
+            inst.next_turn += 1;
+            inst.pending.push(number);
+            if inst.pending.len() == 1 && !inst.paused {
+                inst.due_at_ms = Some(now);
+            }
+            let view = answer(&inst, &turn);
+            let read_rev = inst.revision;
+            match self
+                .try_commit(Some(read_rev), &mut inst, vec![turn], Durable)
+                .await?
+            {
+                Committed::Done => return Ok(view),
+                Committed::Conflict => {}
+                // Kept by another turn (or by one committed a moment ago): read again, look.
+                Committed::MessageIdTaken(_) => look_first = true,
+            }
+        }
+    }
+
+    /// Turn `q` as it stands: read, and settled if it is the inbox head.
+    async fn settled_turn(&self, q: &TurnQuery) -> Result<(InstanceRecord, TurnRecord)> {
+        validate::identifier("id", &q.id)?;
+        let mut inst = self.load(&q.id).await?;
+        let mut turn = self.load_turn(&inst, q.turn).await?;
+        if inst.pending.first() == Some(&turn.number) {
+            rules::settle(&mut inst, &mut turn, self.now(), &self.inner.config);
+        }
+        Ok((inst, turn))
+    }
+
+    /// The await-turn route, answering what `answer` takes from the turn.
+    async fn await_turn_as<T>(
+        &self,
+        q: TurnQuery,
+        wait: Duration,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
+    ) -> Result<T> {
+        let give_up = tokio::time::Instant::now() + wait.min(self.inner.config.max_claim_wait);
+        let waiter = self
+            .inner
+            .outcomes
+            .watch(super::instance_key(&self.ns, &q.id));
+        loop {
+            // Armed before the read, so a commit between the read and the wait still wakes it.
+            let settled = waiter.notify().notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            let (inst, turn) = self.settled_turn(&q).await?;
+            if turn.status.is_outcome() || tokio::time::Instant::now() >= give_up {
+                return Ok(answer(&inst, &turn));
+            }
+            tokio::select! {
+                () = settled => {}
+                () = tokio::time::sleep_until(give_up) => {}
+            }
+        }
+    }
+
+    /// The operation route, answering what `answer` takes from the turn as decided.
+    async fn operation_as<T>(
+        &self,
+        req: OperationRequest,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
+    ) -> Result<T> {
+        validate::identifier("key", &req.key)?;
+        let timeout = OPERATION_TIMEOUT;
+        validate::range("timeout_ms", req.timeout_ms, timeout.min, timeout.max)?;
+        if let Some(hb) = req.heartbeat_timeout_ms {
+            let min = HEARTBEAT_TIMEOUT_MIN_MS;
+            validate::range("heartbeat_timeout_ms", hb, min, req.timeout_ms)?;
+        }
+        steps_limit(req.position, self.inner.config.limits.steps_per_turn)?;
+        self.on_turn(&req.lease, answer, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            let same = turn.operation.as_ref().is_some_and(|op| {
+                op.key == req.key
+                    && op.kind == req.kind
+                    && op.timeout_ms == req.timeout_ms
+                    && op.heartbeat_timeout_ms == req.heartbeat_timeout_ms
+            });
+            if same && req.position as usize == turn.steps.len() {
+                return Ok(Decision::Answer);
+            }
+            next_position(&inst.id, turn, req.position, &req.key)?;
+            let carried = [turn.operation.as_ref(), turn.last_operation.as_ref()]
+                .into_iter()
+                .flatten()
+                .find(|op| op.key == req.key)
+                .map_or(Value::Null, |op| op.checkpoint.clone());
+            turn.operation = Some(TurnOperation {
+                key: req.key.clone(),
+                kind: req.kind,
+                attempt: turn.attempt,
+                started_at_ms: now,
+                timeout_ms: req.timeout_ms,
+                deadline_ms: now.saturating_add(req.timeout_ms as Millis),
+                last_heartbeat_ms: now,
+                sequence: 0,
+                details: Value::Null,
+                checkpoint: carried,
+                heartbeat_timeout_ms: req.heartbeat_timeout_ms,
+            });
+            rules::touch(turn, now);
+            Ok(Decision::Write(Relaxed, Vec::new()))
+        })
+        .await
+    }
+
+    /// The progress route, answering what `answer` takes from the turn as decided.
+    async fn progress_as<T>(
+        &self,
+        req: ProgressRequest,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
+    ) -> Result<T> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("key", &req.key)?;
+        validate::range("sequence", req.sequence, 1, u64::MAX)?;
+        validate::size("details", &req.details, limits.details_bytes)?;
+        validate::size("checkpoint", &req.checkpoint, limits.checkpoint_bytes)?;
+        validate::progress_details(&req.details)?;
+        self.on_turn(&req.lease, answer, |inst, turn, now| {
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            let number = turn.number;
+            let Some(op) = turn.operation.as_mut().filter(|op| op.key == req.key) else {
+                return Err(Error::conflict(format_args!(
+                    "no step `{}` is running in turn {number}; start it with an operation first",
+                    req.key
+                )));
+            };
+            if op.sequence == req.sequence
+                && op.details == req.details
+                && op.checkpoint == req.checkpoint
+            {
+                return Ok(Decision::Answer);
+            }
+            if req.sequence <= op.sequence {
+                return Err(Error::conflict(format_args!(
+                    "progress sequence {} of step `{}` is not after the last accepted one ({})",
+                    req.sequence, req.key, op.sequence
+                )));
+            }
+            op.sequence = req.sequence;
+            op.details = req.details.clone();
+            op.checkpoint = req.checkpoint.clone();
+            op.last_heartbeat_ms = now;
+            rules::record_phase(turn, &req.details, now);
+            rules::touch(turn, now);
+            Ok(Decision::Write(Relaxed, Vec::new()))
+        })
+        .await
+    }
+
+    /// The checkpoint route, answering what `answer` takes from the turn as decided.
+    async fn checkpoint_as<T>(
+        &self,
+        req: CheckpointRequest,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
+    ) -> Result<T> {
+        let limits = &self.inner.config.limits;
+        validate::identifier("key", &req.key)?;
+        match (req.kind, req.delay_ms) {
+            (CheckpointKind::Signal, _) => {
+                return Err(Error::invalid(
+                    "kind",
+                    "signal waits are saved through wait-signal; use `step` or `sleep`",
+                ))
+            }
+            (CheckpointKind::Step, Some(_)) => {
+                return Err(Error::invalid(
+                    "delay_ms",
+                    "only a `sleep` checkpoint carries delay_ms",
+                ))
+            }
+            (CheckpointKind::Sleep, None) => {
+                return Err(Error::invalid(
+                    "delay_ms",
+                    "a `sleep` checkpoint needs delay_ms",
+                ))
+            }
+            (CheckpointKind::Sleep, Some(d)) => {
+                validate::range("delay_ms", d, SLEEP_DELAY.min, SLEEP_DELAY.max)?;
+                if !req.output.is_null() {
+                    return Err(Error::invalid(
+                        "output",
+                        "a `sleep` checkpoint has no output",
+                    ));
+                }
+            }
+            (CheckpointKind::Step, None) => {}
+        }
+        validate::size("output", &req.output, limits.output_bytes)?;
+        steps_limit(req.position, limits.steps_per_turn)?;
+        self.on_turn(&req.lease, answer, |inst, turn, now| {
+            let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
+                && turn.steps.get(req.position as usize).is_some_and(|s| {
+                    s.key == req.key
+                        && s.kind == req.kind
+                        && s.output == req.output
+                        && s.delay_ms == req.delay_ms
+                });
+            if repeat {
+                return Ok(Decision::Answer);
+            }
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            next_position(&inst.id, turn, req.position, &req.key)?;
+            let mut step = StepCheckpoint {
+                key: req.key.clone(),
+                kind: req.kind,
+                output: req.output.clone(),
+                at_ms: now,
+                delay_ms: None,
+                signal_name: None,
+                wake_at_ms: None,
+            };
+            if let Some(delay) = req.delay_ms {
+                let wake = now.saturating_add(delay as Millis);
+                step.delay_ms = Some(delay);
+                step.wake_at_ms = Some(wake);
+                rules::release(turn, now, RunEnd::Sleeping);
+                turn.status = TurnStatus::Waiting;
+                turn.ready_at_ms = wake;
+                turn.resume = true;
+            }
+            turn.steps.push(step);
+            turn.operation = None;
+            turn.last_operation = None;
+            rules::touch(turn, now);
+            turn_size(turn, limits.turn_bytes)?;
+            Ok(Decision::Write(Durable, Vec::new()))
+        })
+        .await
+    }
+
+    /// The complete route, answering what `answer` takes from the turn as decided.
+    async fn complete_as<T>(
+        &self,
+        req: CompleteRequest,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
+    ) -> Result<T> {
+        let limits = &self.inner.config.limits;
+        validate::size("state", &req.state, limits.state_bytes)?;
+        validate::size("result", &req.result, limits.result_bytes)?;
+        if let Some(c) = &req.continuation {
+            validate::size("continuation.message", &c.message, limits.message_bytes)?;
+        }
+        check_results(req.results.as_ref())?;
+        let digest = rules::completion_digest(
+            &req.state,
+            &req.result,
+            req.continuation.as_ref().map(|c| &c.message),
+        );
+        self.on_turn(&req.lease, answer, |inst, turn, now| {
+            if turn.token.as_deref() == Some(req.lease.token.as_str())
+                && turn.completion_digest.as_deref() == Some(digest.as_str())
+            {
+                return Ok(Decision::Answer);
+            }
+            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            let mut extra = Vec::new();
+            if let Some(c) = &req.continuation {
+                let number = inst.next_turn;
+                let mut origin = MessageOrigin::new(names::CONTINUATION_ORIGIN_KIND);
+                origin.fields.insert("turn".into(), json!(turn.number));
+                origin
+                    .fields
+                    .insert("message_id".into(), json!(turn.message_id));
+                let next = new_turn(
+                    inst,
+                    number,
+                    format!("{}{}", names::CONTINUATION_ID_PREFIX, turn.number),
+                    c.message.clone(),
+                    Some(origin),
+                    now,
+                );
+                let mut next = next;
+                next.traceparent = turn.traceparent.clone();
+                inst.next_turn += 1;
+                inst.pending.push(number);
+                turn.continued_to = Some(number);
+                extra.push(next);
+            }
+            if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
+                run.usage = Some(usage.clone());
+            }
+            turn.result = req.result.clone();
+            turn.state_after = req.state.clone();
+            turn.completion_digest = Some(digest.clone());
+            turn.resume = false;
+            rules::finish(inst, turn, TurnStatus::Completed, now);
+            if let Some(ending) = turn.run_ending.as_mut() {
+                ending.results = req.results.clone();
+            }
+            turn_size(turn, limits.turn_bytes)?;
+            inst.state = req.state.clone();
+            Ok(Decision::Write(Durable, extra))
+        })
+        .await
+    }
+
+    /// The heartbeat route, answering what `answer` takes from the turn as decided.
+    async fn heartbeat_as<T>(
+        &self,
+        lease: Lease,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
+    ) -> Result<T> {
+        self.on_turn(&lease, answer, |inst, turn, now| {
             rules::check_lease(&inst.id, turn, &lease.token, now)?;
             turn.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
             rules::touch(turn, now);
@@ -977,9 +1077,7 @@ impl Backend for Engine {
         })
         .await
     }
-}
 
-impl Engine {
     /// Deliver a checked signal to its turn: buffer it, and resolve the turn's signal wait when
     /// it waits for this name. A repeat of an event id with the same name and value answers the
     /// turn as it stands. The signal route calls it, and so does the delivery of a child turn's

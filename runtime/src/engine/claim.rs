@@ -2,6 +2,7 @@
 //! ready inbox head.
 
 use std::collections::HashSet;
+use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::rules::{self, Settled};
@@ -185,7 +186,9 @@ impl Engine {
                     run.queue_after = None;
                 }
                 _ => {
-                    let mut id = format!("{now:013}-{}-{}", inst.id, head.number);
+                    // Sized up front: `format!` would grow it two or three times.
+                    let mut id = String::with_capacity(inst.id.len() + 36);
+                    let _ = write!(id, "{now:013}-{}-{}", inst.id, head.number);
                     if head.run.as_ref().is_some_and(|r| r.id == id) {
                         // The previous run of the turn started in the same millisecond.
                         id = format!("{id}~{}", head.claims);

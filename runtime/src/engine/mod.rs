@@ -495,7 +495,7 @@ impl Engine {
         let instance = instance_key(&self.ns, &inst.id);
         let finishing = crate::metrics::finishing(&turns);
         let workflow_type = (!finishing.is_empty()).then(|| inst.workflow_type.clone());
-        let id = inst.id.clone();
+        let deliver = queued.then(|| inst.id.clone());
         let write = WriteSet {
             ns: self.ns.to_string(),
             id: inst.id.clone(),
@@ -521,7 +521,7 @@ impl Engine {
                 if settled {
                     self.inner.outcomes.settled(instance);
                 }
-                if queued {
+                if let Some(id) = deliver {
                     self.deliver_now(&id).await;
                 }
                 Ok(Committed::Done)

@@ -3,6 +3,7 @@
 //! Every decision that depends on time takes `now` explicitly, so the same function serves a
 //! write (whose result is committed) and a read (which shows the settled view without writing).
 
+use std::fmt::Write as _;
 use std::hash::{BuildHasher, RandomState};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -434,17 +435,42 @@ pub(super) fn effect_prefix(inst: &InstanceRecord, number: u64, message_id: &str
     let digest = h.finalize();
     let mut s = String::with_capacity(33);
     s.push('e');
-    for b in &digest[..16] {
-        s.push_str(&format!("{b:02x}"));
-    }
+    push_hex(&mut s, &digest[..16]);
     s
+}
+
+/// Append `bytes` to `s` as lowercase hexadecimal, two digits a byte.
+fn push_hex(s: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    s.reserve(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+}
+
+/// A [`std::io::Write`] into a SHA-256, so that a value is hashed as it is serialized.
+struct HashWriter<'h>(&'h mut Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A fresh lease token for claim number `claims` of a turn: rising with every claim, and with a
 /// random part so a token is never reused, even if a relaxed claim was lost in a crash.
 pub(super) fn new_token(claims: u64) -> String {
     let noise = RandomState::new().hash_one(claims) as u32;
-    format!("wt_{claims:08x}{noise:08x}")
+    // Sized up front: `format!` would grow it twice.
+    let mut token = String::with_capacity(32);
+    let _ = write!(token, "wt_{claims:08x}{noise:08x}");
+    token
 }
 
 /// A random id for an instance incarnation.
@@ -462,12 +488,15 @@ pub(super) fn completion_digest(
     let mut h = Sha256::new();
     for v in [Some(state), Some(result), continuation] {
         match v {
-            Some(v) => h.update(serde_json::to_vec(v).unwrap_or_default()),
+            // Writing a `Value` into a hasher cannot fail.
+            Some(v) => serde_json::to_writer(HashWriter(&mut h), v).unwrap_or_default(),
             None => h.update(b"\xff"),
         }
         h.update([0]);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    let mut s = String::with_capacity(64);
+    push_hex(&mut s, &h.finalize());
+    s
 }
 
 fn rfc3339(ms: Millis) -> String {
@@ -491,6 +520,28 @@ pub(super) fn progress_view(op: &TurnOperation) -> Option<Progress> {
             .map(|u| u.trim().to_owned()),
     })
 }
+
+/// The resume cursor a step attempt starts from: the running operation's `checkpoint`, as
+/// [`Backend::operation_cursor`](crate::Backend::operation_cursor) answers it.
+pub(super) fn operation_cursor(_: &InstanceRecord, t: &TurnRecord) -> Value {
+    t.operation
+        .as_ref()
+        .map_or(Value::Null, |op| op.checkpoint.clone())
+}
+
+/// Where a turn stands, for [`Backend::await_outcome`](crate::Backend::await_outcome).
+pub(super) fn turn_outcome(inst: &InstanceRecord, t: &TurnRecord) -> TurnOutcome {
+    TurnOutcome {
+        workflow_id: inst.id.clone(),
+        number: t.number,
+        status: t.status,
+        result: t.result.clone(),
+        error: t.error.clone(),
+    }
+}
+
+/// No answer beyond success, for the `*_ack` calls.
+pub(super) fn ack(_: &InstanceRecord, _: &TurnRecord) {}
 
 /// The wire view of a turn.
 pub(super) fn turn_view(inst: &InstanceRecord, t: &TurnRecord) -> WorkflowTurn {

@@ -153,12 +153,18 @@ impl Engine {
     /// The loop every turn route shares: read the instance and the turn, let `decide` check
     /// the request and change them, and commit guarded by the revision, deciding again from
     /// fresh reads when another write came first. The answer is the turn as decided.
-    pub(super) async fn on_turn(
+    ///
+    /// `answer` makes the answer from the instance and the turn as decided: the wire view
+    /// ([`rules::turn_view`]) for the protocol's routes, or only what an SDK worker reads (the
+    /// `*_ack` and `operation_cursor` calls), which spares copying the turn's message, steps
+    /// and outputs on every call.
+    pub(super) async fn on_turn<T>(
         &self,
         lease: &Lease,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
         decide: impl FnMut(&mut InstanceRecord, &mut TurnRecord, Millis) -> Result<Decision>,
-    ) -> Result<WorkflowTurn> {
-        let answer = self.decide_on_turn(lease, decide).await;
+    ) -> Result<T> {
+        let answer = self.decide_on_turn(lease, answer, decide).await;
         if let Err(Error::LeaseLost { .. }) = &answer {
             crate::metrics::lease_lost();
         }
@@ -166,11 +172,12 @@ impl Engine {
     }
 
     /// [`Engine::on_turn`] without the lease-loss count.
-    async fn decide_on_turn(
+    async fn decide_on_turn<T>(
         &self,
         lease: &Lease,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
         mut decide: impl FnMut(&mut InstanceRecord, &mut TurnRecord, Millis) -> Result<Decision>,
-    ) -> Result<WorkflowTurn> {
+    ) -> Result<T> {
         let mut tries = Tries::new();
         loop {
             tries.next(&lease.workflow_id)?;
@@ -178,7 +185,7 @@ impl Engine {
             let now = self.now();
             let read_rev = inst.revision;
             let (durability, extra) = match decide(&mut inst, &mut turn, now)? {
-                Decision::Answer => return Ok(rules::turn_view(&inst, &turn)),
+                Decision::Answer => return Ok(answer(&inst, &turn)),
                 Decision::Write(durability, extra) => (durability, extra),
             };
             if turn.is_finished() {
@@ -187,7 +194,7 @@ impl Engine {
             } else if inst.pending.first() == Some(&turn.number) {
                 inst.due_at_ms = rules::due_at(&inst, Some(&turn), now);
             }
-            let view = rules::turn_view(&inst, &turn);
+            let view = answer(&inst, &turn);
             let mut turns = Vec::with_capacity(1 + extra.len());
             turns.push(turn);
             turns.extend(extra);

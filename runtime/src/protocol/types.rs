@@ -1211,6 +1211,35 @@ pub struct Progress {
     pub unit: Option<String>,
 }
 
+/// Where a turn stands, without its message and steps: what a caller waiting for the turn's
+/// reply reads ([`Backend::await_outcome`](crate::Backend::await_outcome)).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct TurnOutcome {
+    /// The instance.
+    pub workflow_id: String,
+    /// The turn number.
+    pub number: u64,
+    /// Where the turn is; an outcome when [`TurnStatus::is_outcome`].
+    pub status: TurnStatus,
+    /// The reply (`null` until completed, or when the turn replied nothing).
+    pub result: Value,
+    /// The last failed attempt's error.
+    pub error: Option<String>,
+}
+
+impl From<WorkflowTurn> for TurnOutcome {
+    fn from(t: WorkflowTurn) -> Self {
+        Self {
+            workflow_id: t.workflow_id,
+            number: t.number,
+            status: t.status,
+            result: t.result,
+            error: t.error,
+        }
+    }
+}
+
 /// A turn: one message and what became of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]

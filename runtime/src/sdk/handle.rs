@@ -175,17 +175,21 @@ impl<W: Workflow> Handle<W> {
         message: W::Message,
         message_id: impl Into<String>,
     ) -> Result<WorkflowTurn> {
+        let req = self.message_request(message, message_id.into())?;
+        self.backend.send_message(req).await
+    }
+
+    /// The request that admits `message` under `id`, its round trip checked.
+    fn message_request(&self, message: W::Message, id: String) -> Result<MessageRequest> {
         let (message, _) =
             codec::encode_checked(&W::Codec::default(), "message", &message, W::message_eq())
                 .map_err(codec_error)?;
-        self.backend
-            .send_message(MessageRequest {
-                workflow_id: self.id.clone(),
-                id: message_id.into(),
-                message,
-                origin: Some(MessageOrigin::new("app")),
-            })
-            .await
+        Ok(MessageRequest {
+            workflow_id: self.id.clone(),
+            id,
+            message,
+            origin: Some(MessageOrigin::new("app")),
+        })
     }
 
     /// Send signal `S` to turn `turn` under event id `id` (delivered once).
@@ -339,8 +343,10 @@ impl<W: Workflow> Handle<W> {
         message: W::Message,
         message_id: impl Into<String>,
     ) -> Result<W::Reply, CallError> {
-        let turn = self.send(message, message_id).await?;
-        self.result(turn.number).await
+        // As `send`, answered with the turn's number only.
+        let req = self.message_request(message, message_id.into())?;
+        let turn = self.backend.send_message_ack(req).await?;
+        self.result(turn).await
     }
 
     /// Wait for turn `turn` to have an outcome and answer its reply. Nothing is polled where
@@ -355,7 +361,7 @@ impl<W: Workflow> Handle<W> {
                 id: self.id.clone(),
                 turn,
             };
-            let t = self.backend.await_turn(query, AWAIT_SLICE).await?;
+            let t = self.backend.await_outcome(query, AWAIT_SLICE).await?;
             if t.status.is_outcome() {
                 return self.outcome(t);
             }
@@ -367,7 +373,7 @@ impl<W: Workflow> Handle<W> {
     }
 
     /// The reply of a turn with an outcome, or why there is none.
-    fn outcome(&self, t: WorkflowTurn) -> Result<W::Reply, CallError> {
+    fn outcome(&self, t: TurnOutcome) -> Result<W::Reply, CallError> {
         let (workflow_id, turn) = (t.workflow_id, t.number);
         match t.status {
             TurnStatus::Completed => {

@@ -565,7 +565,7 @@ impl Worker {
                     }
                     _ = beating.changed() => { next_beat = Instant::now() + every; }
                     () = tokio::time::sleep_until(next_beat), if beat => {
-                        match tokio::time::timeout(beat_timeout, self.backend.heartbeat(lease.clone())).await {
+                        match tokio::time::timeout(beat_timeout, self.backend.heartbeat_ack(lease.clone())).await {
                             Ok(Ok(_)) => next_beat = Instant::now() + every,
                             Ok(Err(e)) => break End::Interrupted(Some(Interrupt::Lost(e.to_string()))),
                             Err(_) => break End::Interrupted(Some(Interrupt::Lost("the heartbeat timed out".into()))),
@@ -626,7 +626,7 @@ impl Worker {
             usage: None,
             results: None,
         };
-        match self.backend.complete(req).await {
+        match self.backend.complete_ack(req).await {
             Ok(_) => tracing::debug!("turn completed"),
             Err(e) if e.is_lease_lost() => {
                 tracing::debug!(error = %e, "turn lost before completing")

@@ -289,7 +289,7 @@ impl StepCtx {
             None => turn.progress_every,
         };
         let inner = Arc::new(StepInner {
-            effect_id: format!("{}/{key}", turn.effect_prefix),
+            effect_id: [turn.effect_prefix.as_str(), "/", key].concat(),
             key: key.to_owned(),
             cursor: Mutex::new(cursor),
             writer: Mutex::new(WriterState::Idle),
@@ -399,15 +399,14 @@ async fn progress_writer(
             let r = step
                 .turn
                 .backend
-                .progress(ProgressRequest {
+                .progress_ack(ProgressRequest {
                     lease: step.turn.lease.clone(),
                     key: step.key.clone(),
                     sequence,
                     details,
                     checkpoint: cursor,
                 })
-                .await
-                .map(|_| ());
+                .await;
             step.last_write.send_replace(Instant::now());
             r
         }

@@ -202,7 +202,7 @@ impl<W: Workflow> Turn<W> {
         let op = self
             .shared
             .backend
-            .operation(OperationRequest {
+            .operation_cursor(OperationRequest {
                 lease: self.shared.lease.clone(),
                 position,
                 key: key.clone(),
@@ -219,7 +219,7 @@ impl<W: Workflow> Turn<W> {
                 return Err(self.shared.refused(&what, e).await);
             }
         };
-        let cursor = op.operation.map_or(Value::Null, |o| o.checkpoint);
+        let cursor = op;
         let (ctx, writer) =
             StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
         let deadline = Instant::now() + options.timeout;
@@ -260,7 +260,7 @@ impl<W: Workflow> Turn<W> {
         let saved = self
             .shared
             .backend
-            .checkpoint(self.step_checkpoint(position, &key, &encoded))
+            .checkpoint_ack(self.step_checkpoint(position, &key, &encoded))
             .await;
         if let Err(e) = saved {
             let what = format!("{what}: its checkpoint");
@@ -356,7 +356,7 @@ impl<W: Workflow> Turn<W> {
         let op = self
             .shared
             .backend
-            .operation(OperationRequest {
+            .operation_cursor(OperationRequest {
                 lease: self.shared.lease.clone(),
                 position,
                 key: key.clone(),
@@ -408,7 +408,7 @@ impl<W: Workflow> Turn<W> {
             .scope(
                 self.shared
                     .backend
-                    .checkpoint(self.step_checkpoint(position, &key, &encoded)),
+                    .checkpoint_ack(self.step_checkpoint(position, &key, &encoded)),
             )
             .await;
         if let Err(e) = saved {
@@ -487,7 +487,7 @@ impl<W: Workflow> Turn<W> {
         let r = self
             .shared
             .backend
-            .checkpoint(CheckpointRequest {
+            .checkpoint_ack(CheckpointRequest {
                 lease: self.shared.lease.clone(),
                 position,
                 key,

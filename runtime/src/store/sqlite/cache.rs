@@ -117,7 +117,7 @@ impl Cache {
     }
 
     /// The cached record, or the generation to pass to [`Cache::fill`].
-    pub(super) fn get(&self, key: &Key) -> Result<InstanceRecord, u64> {
+    pub(super) fn get(&self, key: &dyn KeyRef) -> Result<InstanceRecord, u64> {
         let mut replaced = Replaced::default();
         let mut c = lock(&self.inner);
         if let Some(e) = c.dirty.get(key).or_else(|| c.hot.get(key)) {
@@ -137,7 +137,7 @@ impl Cache {
     }
 
     /// A cached turn of a cached instance (unfinished, or journaled).
-    pub(super) fn turn(&self, key: &Key, number: u64) -> Option<TurnRecord> {
+    pub(super) fn turn(&self, key: &dyn KeyRef, number: u64) -> Option<TurnRecord> {
         let c = lock(&self.inner);
         c.find(key)?.turns.get(&number).cloned()
     }
@@ -451,7 +451,7 @@ impl Dirty<'_> {
 
 impl CacheInner {
     /// The entry for `key`, dirty first.
-    fn find(&self, key: &Key) -> Option<&Entry> {
+    fn find(&self, key: &dyn KeyRef) -> Option<&Entry> {
         self.dirty
             .get(key)
             .or_else(|| self.hot.get(key))

@@ -32,6 +32,55 @@ use writer::{Bodies, Request, Writer, WriterConfig};
 /// An instance's address: namespace and id.
 type Key = (String, String);
 
+/// An instance's address, borrowed or owned: the maps keyed by [`Key`] are searched with a
+/// `&dyn KeyRef`, so that a lookup by `(&str, &str)` allocates no key. It hashes and compares
+/// as the tuple does (each part in order), which `Borrow` requires.
+pub(super) trait KeyRef {
+    /// The namespace.
+    fn ns(&self) -> &str;
+    /// The instance id.
+    fn id(&self) -> &str;
+}
+
+impl KeyRef for Key {
+    fn ns(&self) -> &str {
+        &self.0
+    }
+    fn id(&self) -> &str {
+        &self.1
+    }
+}
+
+impl KeyRef for (&str, &str) {
+    fn ns(&self) -> &str {
+        self.0
+    }
+    fn id(&self) -> &str {
+        self.1
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyRef + 'a> for Key {
+    fn borrow(&self) -> &(dyn KeyRef + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn KeyRef + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.ns().hash(state);
+        self.id().hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyRef + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.ns() == other.ns() && self.id() == other.id()
+    }
+}
+
+impl Eq for dyn KeyRef + '_ {}
+
 /// The schema version this code writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 5;
 /// `PRAGMA application_id` of a turnwise store: `"turn"` in ASCII.
@@ -1053,10 +1102,10 @@ fn load_turn_row(
 }
 
 /// Deduplicated `(type, version)` pairs, so an instance is listed once.
-fn distinct(workflows: &[WorkflowRef]) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = workflows
+fn distinct(workflows: &[WorkflowRef]) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = workflows
         .iter()
-        .map(|w| (w.workflow_type.clone(), w.version.clone()))
+        .map(|w| (w.workflow_type.as_str(), w.version.as_str()))
         .collect();
     out.sort();
     out.dedup();
@@ -1071,14 +1120,14 @@ impl Store for SqliteStore {
         id: &str,
     ) -> Result<Option<InstanceRecord>, StoreError> {
         self.shared.quarantine.check(ns, id)?;
-        let key = (ns.to_owned(), id.to_owned());
-        let gen = match self.shared.cache.get(&key) {
+        let gen = match self.shared.cache.get(&(ns, id)) {
             Ok(record) => {
                 self.shared.unsynced.settle_instance(ns, id).await?;
                 return Ok(Some(record));
             }
             Err(gen) => gen,
         };
+        let key = (ns.to_owned(), id.to_owned());
         let shared = self.shared.clone();
         let read = self
             .read(move |conn| {
@@ -1105,11 +1154,10 @@ impl Store for SqliteStore {
         number: u64,
     ) -> Result<Option<TurnRecord>, StoreError> {
         self.shared.quarantine.check(ns, id)?;
-        // One owned key serves the cache lookup and, on a miss, moves into the read.
-        let key = (ns.to_owned(), id.to_owned());
-        let read = match self.shared.cache.turn(&key, number) {
+        let read = match self.shared.cache.turn(&(ns, id), number) {
             Some(t) => Some(t),
             None => {
+                let key = (ns.to_owned(), id.to_owned());
                 let Ok(number) = i64::try_from(number) else {
                     return Ok(None); // never stored
                 };

@@ -18,12 +18,61 @@ pub(super) struct Schedule {
 /// `(namespace, workflow type, version)`.
 type Group = (String, String, String);
 
+/// A [`Group`] borrowed or owned, to look one up without allocating it (as [`KeyRef`] does for
+/// instance keys): hashed and compared as the tuple is, part by part.
+trait GroupRef {
+    fn parts(&self) -> (&str, &str, &str);
+}
+
+impl GroupRef for Group {
+    fn parts(&self) -> (&str, &str, &str) {
+        (&self.0, &self.1, &self.2)
+    }
+}
+
+impl GroupRef for (&str, &str, &str) {
+    fn parts(&self) -> (&str, &str, &str) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn GroupRef + 'a> for Group {
+    fn borrow(&self) -> &(dyn GroupRef + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn GroupRef + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (ns, workflow_type, version) = self.parts();
+        ns.hash(state);
+        workflow_type.hash(state);
+        version.hash(state);
+    }
+}
+
+impl PartialEq for dyn GroupRef + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn GroupRef + '_ {}
+
 #[derive(Default)]
 struct ScheduleInner {
-    /// Due instances of each group, earliest first.
-    groups: HashMap<Group, BTreeSet<(Millis, String)>>,
+    /// Due instances of each group, earliest first. An id is shared with its [`Filed`] entry,
+    /// so that moving an instance to another time copies no string.
+    groups: HashMap<Group, BTreeSet<(Millis, Arc<str>)>>,
     /// Where each due instance is filed, to move it.
-    filed: HashMap<Key, (Group, Millis)>,
+    filed: HashMap<Key, Filed>,
+}
+
+/// Where an instance is filed.
+struct Filed {
+    group: Group,
+    at: Millis,
+    id: Arc<str>,
 }
 
 impl Schedule {
@@ -75,20 +124,20 @@ impl Schedule {
     pub(super) fn due(
         &self,
         ns: &str,
-        workflows: &[(String, String)],
+        workflows: &[(&str, &str)],
         now: Millis,
         limit: usize,
     ) -> Vec<String> {
         let s = lock(&self.inner);
         let mut due: Vec<(Millis, &str)> = Vec::new();
-        for (workflow_type, version) in workflows {
-            let group = (ns.to_owned(), workflow_type.clone(), version.clone());
-            if let Some(set) = s.groups.get(&group) {
+        for &(workflow_type, version) in workflows {
+            let group: &dyn GroupRef = &(ns, workflow_type, version);
+            if let Some(set) = s.groups.get(group) {
                 due.extend(
                     set.iter()
                         .take_while(|(at, _)| *at <= now)
                         .take(limit)
-                        .map(|(at, id)| (*at, id.as_str())),
+                        .map(|(at, id)| (*at, &**id)),
                 );
             }
         }
@@ -98,13 +147,13 @@ impl Schedule {
     }
 
     /// The earliest due time among the listed workflows' instances.
-    pub(super) fn next_due(&self, ns: &str, workflows: &[(String, String)]) -> Option<Millis> {
+    pub(super) fn next_due(&self, ns: &str, workflows: &[(&str, &str)]) -> Option<Millis> {
         let s = lock(&self.inner);
         workflows
             .iter()
-            .filter_map(|(workflow_type, version)| {
-                let group = (ns.to_owned(), workflow_type.clone(), version.clone());
-                s.groups.get(&group)?.first().map(|(at, _)| *at)
+            .filter_map(|&(workflow_type, version)| {
+                let group: &dyn GroupRef = &(ns, workflow_type, version);
+                s.groups.get(group)?.first().map(|(at, _)| *at)
             })
             .min()
     }
@@ -113,28 +162,40 @@ impl Schedule {
 impl ScheduleInner {
     /// File `key` under its workflow at `due` (`None`: not due at all).
     fn file(&mut self, key: &Key, workflow_type: &str, version: &str, due: Option<Millis>) {
-        match self.filed.get(key) {
-            Some((g, at)) if g.1 == workflow_type && g.2 == version && Some(*at) == due => return,
-            Some(_) => self.unfile(key),
-            None => {}
+        let filed = self.filed.get_mut(key);
+        match (filed, due) {
+            (Some(f), Some(at)) if f.group.1 == workflow_type && f.group.2 == version => {
+                // The usual move: the same group, another time (or the same: nothing to do).
+                if f.at != at {
+                    if let Some(set) = self.groups.get_mut(&f.group) {
+                        set.remove(&(f.at, f.id.clone()));
+                        set.insert((at, f.id.clone()));
+                    }
+                    f.at = at;
+                }
+                return;
+            }
+            (Some(_), _) => self.unfile(key),
+            (None, _) => {}
         }
         let Some(at) = due else { return };
         let group = (key.0.clone(), workflow_type.to_owned(), version.to_owned());
+        let id: Arc<str> = Arc::from(key.1.as_str());
         self.groups
             .entry(group.clone())
             .or_default()
-            .insert((at, key.1.clone()));
-        self.filed.insert(key.clone(), (group, at));
+            .insert((at, id.clone()));
+        self.filed.insert(key.clone(), Filed { group, at, id });
     }
 
-    fn unfile(&mut self, key: &Key) {
-        let Some((group, at)) = self.filed.remove(key) else {
+    fn unfile(&mut self, key: &dyn KeyRef) {
+        let Some(f) = self.filed.remove(key) else {
             return;
         };
-        if let Some(set) = self.groups.get_mut(&group) {
-            set.remove(&(at, key.1.clone()));
+        if let Some(set) = self.groups.get_mut(&f.group) {
+            set.remove(&(f.at, f.id));
             if set.is_empty() {
-                self.groups.remove(&group);
+                self.groups.remove(&f.group);
             }
         }
     }

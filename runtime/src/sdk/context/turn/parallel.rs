@@ -574,7 +574,7 @@ fn save(
     let key = key.to_owned();
     Box::pin(async move {
         backend
-            .operation(OperationRequest {
+            .operation_cursor(OperationRequest {
                 lease: lease.clone(),
                 position,
                 key: key.clone(),
@@ -586,7 +586,7 @@ fn save(
             .await
             .map_err(|e| ("the operation", e))?;
         backend
-            .checkpoint(CheckpointRequest {
+            .checkpoint_ack(CheckpointRequest {
                 lease,
                 position,
                 key,
