@@ -2,8 +2,9 @@
 //! facade.
 //!
 //! Nothing is exported by this crate: an application installs the recorder of its choice
-//! (`metrics-exporter-prometheus`, say) and these series appear in it; without a recorder each
-//! call costs one atomic load. The `turnwise` server installs the Prometheus recorder and
+//! (`metrics-exporter-prometheus`, say) and these series appear in it; without a recorder a
+//! call costs one atomic load, and those labelled by `workflow_type` also a copy of the type's
+//! name for the label. The `turnwise` server installs the Prometheus recorder and
 //! serves it at `GET /metrics` (`docs/operations.md`, "Monitoring").
 //!
 //! | name | kind | labels | what |
