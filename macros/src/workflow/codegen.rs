@@ -145,7 +145,20 @@ pub(crate) fn generate(
     let reply_ty = &wf.reply;
     let ctx_pat = &wf.ctx_pat;
     let ret = &wf.ret;
-    let block = &super::repair::repair(&item.block, &wf.ctx);
+    let ctx_ty = quote!(&mut #p::Turn<#ident>);
+    let placeholder = quote!(#p::in_flight_placeholder);
+    // A body whose context a repair replaced has been reported and never compiles: a context
+    // left unused by the repair is no news to the user.
+    let repaired = (!info.stored_async.is_empty() || !info.in_flight.is_empty())
+        .then(|| quote!(#[allow(unused_variables, unused_mut)]));
+    let block = &super::repair::repair(
+        &item.block,
+        &wf.ctx,
+        &ctx_ty,
+        &placeholder,
+        &info.stored_async,
+        &info.in_flight,
+    );
     let asyncness = item.sig.asyncness.map_or_else(
         || quote_spanned!(item.sig.fn_token.span=> async),
         |a| quote!(#a),
@@ -270,6 +283,7 @@ pub(crate) fn generate(
 
                 #run_head {
                     #(#rest)*
+                    #repaired
                     #[allow(clippy::needless_pass_by_value, clippy::unused_async)]
                     #asyncness #fn_token #ident(
                         #ctx_pat: &mut #p::Turn<#ident>,

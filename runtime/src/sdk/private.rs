@@ -243,6 +243,13 @@ impl<O> OutputSchemaUnknown for &&StepOutputOf<O> {
     }
 }
 
+/// A value of any type that is never made: the context `#[workflow]` gives an `async` block it
+/// has reported as holding a durable call in flight, so that the borrow checker does not
+/// report the same mistake again. The code that holds it never compiles, so it never runs.
+pub fn in_flight_placeholder<T>() -> T {
+    unreachable!("`#[workflow]` reported this `async` block; the code does not compile")
+}
+
 /// Assemble a workflow's schema.
 pub fn workflow_schema<const S: usize, const T: usize>(
     name: &str,

@@ -12,8 +12,8 @@ const CONCURRENT_MACROS: &[&str] = &["join", "try_join", "select", "select_biase
 
 impl Analyzer<'_> {
     /// A durable call is awaited where it is made (`head`: the call up to its method, `call`:
-    /// the call as shown in messages).
-    pub(super) fn check_awaited(&self, awaited: bool, head: &TokenStream, call: &str) {
+    /// the call as shown in messages). Whether it reported one.
+    pub(super) fn check_awaited(&self, awaited: bool, head: &TokenStream, call: &str) -> bool {
         if !awaited {
             self.cx.error_spanned_by(
                 head,
@@ -23,17 +23,18 @@ impl Analyzer<'_> {
                 ),
             );
         }
+        !awaited
     }
 
     /// A parallel group or a fan-out is awaited where it is made (`head`: its `ctx.parallel` or
-    /// `ctx.fan_out`, `call`: the call as shown in messages).
+    /// `ctx.fan_out`, `call`: the call as shown in messages). Whether it reported one.
     pub(super) fn check_group_awaited(
         &self,
         awaited: bool,
         fan_out: bool,
         head: &TokenStream,
         call: &str,
-    ) {
+    ) -> bool {
         if !awaited {
             let ctx = self.s.ctx;
             self.cx.error_spanned_by(
@@ -44,14 +45,15 @@ impl Analyzer<'_> {
                 ),
             );
         }
+        !awaited
     }
 
     /// An `async` block not awaited where it is made must not hold a durable call (`before`:
     /// the number of durable calls found before the block): its future would hold the
-    /// context's borrow while the turn goes on.
-    pub(super) fn check_stored_async(&self, b: &syn::ExprAsync, before: usize) {
+    /// context's borrow while the turn goes on. Whether it reported one.
+    pub(super) fn check_stored_async(&self, b: &syn::ExprAsync, before: usize) -> bool {
         let Some(call) = self.shown.get(before) else {
-            return;
+            return false;
         };
         let (attrs, token, capture) = (&b.attrs, &b.async_token, &b.capture);
         self.cx.error_spanned_by(
@@ -61,6 +63,7 @@ impl Analyzer<'_> {
                 ctx = self.s.ctx,
             ),
         );
+        true
     }
 
     /// No `join!`, `select!` or the like over the context: they would run durable calls

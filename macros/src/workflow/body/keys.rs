@@ -162,7 +162,16 @@ impl Analyzer<'_> {
             None => default_key,
         };
 
-        self.check_awaited(awaited, &head, &call);
+        let repaired = std::ptr::eq(e, self.try_operand);
+        if self.check_awaited(awaited, &head, &call) && !repaired {
+            // The generated code gives the stored call a placeholder context (`repair`); one
+            // with `?` gets its `.await` back there instead.
+            let ctx: &Expr = match &chain.base {
+                Base::Method(m) => &m.receiver,
+                Base::StepFn(c, _) => &c.args[0],
+            };
+            self.in_flight.push(ctx);
+        }
 
         let literal = match &key {
             KeyExpr::Literal(lit) => Some((lit.value(), lit.span())),

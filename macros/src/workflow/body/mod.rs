@@ -76,6 +76,14 @@ pub(crate) struct BodyInfo {
     /// Signals waited for but not accepted (reported; the expansion accepts them anyway so
     /// that the report is not repeated by the type checker).
     pub(crate) unaccepted: Vec<syn::Path>,
+    /// The `async` blocks reported as holding a durable call in flight, by their place among
+    /// the body's `async` blocks (see `async_blocks`): the generated code gives each a context
+    /// of its own, so that the borrow checker does not report the same mistake again.
+    pub(crate) stored_async: Vec<usize>,
+    /// The contexts of the durable calls and groups reported as not awaited where they are
+    /// made, by their place among the body's expressions: the generated code gives each call
+    /// a placeholder context instead, for the same reason.
+    pub(crate) in_flight: Vec<usize>,
 }
 
 /// Check `body`; return its durable calls.
@@ -90,13 +98,74 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
         shown: Vec::new(),
         uses: body_uses(body),
         unaccepted: Vec::new(),
+        stored_async: Vec::new(),
+        in_flight: Vec::new(),
+        try_operand: std::ptr::null(),
     };
     let flow = a.block(body);
     check_budget(cx, settings, &flow, a.has_loop);
+    let places = Places::of(body);
     BodyInfo {
         calls: a.calls,
         unaccepted: a.unaccepted,
+        stored_async: places.of_async(&a.stored_async),
+        in_flight: places.of_exprs(&a.in_flight),
     }
+}
+
+/// `e` without the parentheses around it.
+fn strip_parens(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => strip_parens(&p.expr),
+        _ => e,
+    }
+}
+
+/// The body's expressions and `async` blocks, each in the order `syn`'s visitors meet them
+/// (outer before inner), leaving out items declared in the body (not the turn's code): the
+/// order in which [`repair`](super::repair) meets them too, so that a place found here names
+/// the same node there.
+struct Places {
+    exprs: Vec<*const Expr>,
+    blocks: Vec<*const syn::ExprAsync>,
+}
+
+impl Places {
+    fn of(body: &Block) -> Self {
+        impl<'ast> Visit<'ast> for Places {
+            fn visit_expr(&mut self, e: &'ast Expr) {
+                self.exprs.push(e);
+                syn::visit::visit_expr(self, e);
+            }
+            fn visit_expr_async(&mut self, b: &'ast syn::ExprAsync) {
+                self.blocks.push(b);
+                syn::visit::visit_expr_async(self, b);
+            }
+            fn visit_item(&mut self, _: &'ast syn::Item) {}
+        }
+        let mut places = Places {
+            exprs: Vec::new(),
+            blocks: Vec::new(),
+        };
+        places.visit_block(body);
+        places
+    }
+
+    fn of_exprs(&self, found: &[*const Expr]) -> Vec<usize> {
+        places_of(&self.exprs, found)
+    }
+
+    fn of_async(&self, found: &[*const syn::ExprAsync]) -> Vec<usize> {
+        places_of(&self.blocks, found)
+    }
+}
+
+fn places_of<T>(all: &[*const T], found: &[*const T]) -> Vec<usize> {
+    all.iter()
+        .enumerate()
+        .filter(|(_, p)| found.contains(p))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// What a part of the body may do.
@@ -126,6 +195,15 @@ struct Analyzer<'a> {
     /// `std::fs::File`.
     uses: HashMap<String, Vec<String>>,
     unaccepted: Vec<syn::Path>,
+    /// The `async` blocks reported as holding a durable call in flight (by address, to find
+    /// their place in the body once the walk is done).
+    stored_async: Vec<*const syn::ExprAsync>,
+    /// The context of each durable call or group reported as not awaited where it is made
+    /// (the receiver of `ctx.step(..)`, the first argument of `name(ctx, ..)`), by address.
+    in_flight: Vec<*const Expr>,
+    /// The operand of the latest `?` met, without parentheses: a durable call there without
+    /// `.await` gets its `.await` back from `repair`, so it keeps its context.
+    try_operand: *const Expr,
 }
 
 /// A durable call and the builder calls chained onto it, e.g. `crawl(ctx, a).key("a")`.
@@ -255,15 +333,18 @@ impl Analyzer<'_> {
         match e {
             Expr::Await(a) => self.expr(&a.base, true),
             Expr::Paren(p) => self.expr(&p.expr, awaited),
-            Expr::Try(t) => self.expr(&t.expr, false),
+            Expr::Try(t) => {
+                self.try_operand = strip_parens(&t.expr);
+                self.expr(&t.expr, false)
+            }
             Expr::Block(b) => self.block(&b.block),
             Expr::Unsafe(b) => self.block(&b.block),
             Expr::Const(b) => self.block(&b.block),
             Expr::Async(b) => {
                 let before = self.calls.len();
                 let flow = self.block(&b.block);
-                if !awaited {
-                    self.check_stored_async(b, before);
+                if !awaited && self.check_stored_async(b, before) {
+                    self.stored_async.push(b);
                 }
                 flow
             }

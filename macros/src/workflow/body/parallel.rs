@@ -89,7 +89,10 @@ impl Analyzer<'_> {
         } else {
             format!("{ctx}.parallel().step(..)")
         };
-        self.check_group_awaited(awaited, fan_out, &head, &call);
+        if self.check_group_awaited(awaited, fan_out, &head, &call) {
+            // The generated code gives the stored group a placeholder context (`repair`).
+            self.in_flight.push(&*root.receiver);
+        }
         if fan_out {
             let key = root
                 .args
