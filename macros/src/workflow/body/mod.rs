@@ -132,17 +132,6 @@ struct Places {
 
 impl Places {
     fn of(body: &Block) -> Self {
-        impl<'ast> Visit<'ast> for Places {
-            fn visit_expr(&mut self, e: &'ast Expr) {
-                self.exprs.push(e);
-                syn::visit::visit_expr(self, e);
-            }
-            fn visit_expr_async(&mut self, b: &'ast syn::ExprAsync) {
-                self.blocks.push(b);
-                syn::visit::visit_expr_async(self, b);
-            }
-            fn visit_item(&mut self, _: &'ast syn::Item) {}
-        }
         let mut places = Places {
             exprs: Vec::new(),
             blocks: Vec::new(),
@@ -158,6 +147,18 @@ impl Places {
     fn of_async(&self, found: &[*const syn::ExprAsync]) -> Vec<usize> {
         places_of(&self.blocks, found)
     }
+}
+
+impl<'ast> Visit<'ast> for Places {
+    fn visit_expr(&mut self, e: &'ast Expr) {
+        self.exprs.push(e);
+        syn::visit::visit_expr(self, e);
+    }
+    fn visit_expr_async(&mut self, b: &'ast syn::ExprAsync) {
+        self.blocks.push(b);
+        syn::visit::visit_expr_async(self, b);
+    }
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
 fn places_of<T>(all: &[*const T], found: &[*const T]) -> Vec<usize> {
