@@ -786,8 +786,18 @@ impl Engine {
     /// Turn `q` as it stands: read, and settled if it is the inbox head.
     async fn settled_turn(&self, q: &TurnQuery) -> Result<(InstanceRecord, TurnRecord)> {
         validate::identifier("id", &q.id)?;
-        let mut inst = self.load(&q.id).await?;
-        let mut turn = self.load_turn(&inst, q.turn).await?;
+        // One read of both where the store can (PostgreSQL: one query instead of two).
+        let read = self
+            .inner
+            .store
+            .load_instance_turn(&self.ns, &q.id, q.turn)
+            .await?;
+        let Some((mut inst, turn)) = read else {
+            return Err(Error::not_found(format_args!("instance `{}`", q.id)));
+        };
+        let Some(mut turn) = turn else {
+            return Err(self.turn_not_found(&inst, q.turn));
+        };
         if inst.pending.first() == Some(&turn.number) {
             rules::settle(&mut inst, &mut turn, self.now(), &self.inner.config);
         }

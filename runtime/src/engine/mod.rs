@@ -352,14 +352,17 @@ impl Engine {
             .store
             .load_turn(&self.ns, &inst.id, number)
             .await?
-            .ok_or_else(|| {
-                let why = if number <= inst.history_pruned_through {
-                    " (pruned from history)"
-                } else {
-                    ""
-                };
-                Error::not_found(format_args!("turn {number} of `{}`{why}", inst.id))
-            })
+            .ok_or_else(|| self.turn_not_found(inst, number))
+    }
+
+    /// `NotFound` for turn `number` of `inst`, saying whether retention pruned it.
+    fn turn_not_found(&self, inst: &InstanceRecord, number: u64) -> Error {
+        let why = if number <= inst.history_pruned_through {
+            " (pruned from history)"
+        } else {
+            ""
+        };
+        Error::not_found(format_args!("turn {number} of `{}`{why}", inst.id))
     }
 
     /// Read the head turn of an instance, if it has one.
