@@ -52,6 +52,10 @@ impl StepFn {
                 fatal = true;
                 continue;
             }
+            if !check::argument_count(cx, params.len(), t) {
+                fatal = true;
+                break;
+            }
             let name = match &*t.pat {
                 Pat::Ident(p) if p.subpat.is_none() && p.by_ref.is_none() => {
                     syn::Ident::new(&p.ident.to_string(), p.ident.span())

@@ -63,6 +63,27 @@ pub(super) fn not_a_receiver<'a>(cx: &Ctxt, arg: &'a FnArg) -> Option<&'a PatTyp
     }
 }
 
+/// The most arguments a `#[step]` function takes besides its context: the arities the runtime's
+/// `__private::StepCall` is implemented for (`runtime/src/sdk/private.rs`), through which a
+/// workflow names a step function.
+pub(super) const MAX_ARGUMENTS: usize = 12;
+
+/// At most [`MAX_ARGUMENTS`] arguments besides the context (`args`: the arguments so far, the
+/// context left out; `t`: the next one). Whether `t` may be one.
+pub(super) fn argument_count(cx: &Ctxt, args: usize, t: &PatType) -> bool {
+    if args < MAX_ARGUMENTS {
+        return true;
+    }
+    cx.error_spanned_by(
+        t,
+        format!(
+            "a `#[step]` function takes at most {MAX_ARGUMENTS} arguments besides its step context, and this is argument {}; pass them together in one struct",
+            args + 1
+        ),
+    );
+    false
+}
+
 /// The step context, when taken, is the first parameter.
 pub(super) fn context_first(cx: &Ctxt, t: &PatType, position: usize) -> bool {
     if position == 0 {
