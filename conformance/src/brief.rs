@@ -81,7 +81,15 @@ pub async fn brief_calls_write_as_full_ones(f: impl Fixture) {
         json!({"page": 7}),
         "the repeat answers the saved cursor"
     );
+    let deadline = turn(&b, "inst-1", 1).await.deadline_ms;
+    advance_ms(&f, 1_000);
     ok(b.heartbeat_ack(l.clone()).await, "heartbeat_ack");
+    let extended = turn(&b, "inst-1", 1).await.deadline_ms;
+    assert_eq!(
+        extended,
+        deadline.map(|d| d + 1_000),
+        "heartbeat_ack extends the lease as heartbeat does"
+    );
     ok(
         b.checkpoint_ack(step_request(&l, 0, "a", json!({"v": 1})))
             .await,
