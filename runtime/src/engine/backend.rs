@@ -707,8 +707,7 @@ impl Engine {
                     ),
                 ));
             }
-            let v = serde_json::to_value(origin).unwrap_or(Value::Null);
-            validate::size("origin", &v, limits.origin_bytes)?;
+            validate::origin_size(origin, limits.origin_bytes)?;
         }
 
         // Admission is optimistic: the store's message-id index is unique, so the new turn is

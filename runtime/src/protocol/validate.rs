@@ -124,7 +124,12 @@ pub fn text_depth(text: &[u8]) -> usize {
 
 /// Check that a user value nests at most [`MAX_DEPTH`] levels, naming the field.
 pub fn nesting(what: &str, v: &Value) -> Result<()> {
-    if depth(v) > MAX_DEPTH {
+    nesting_of(what, depth(v))
+}
+
+/// `Err` naming `what` when `depth` passes [`MAX_DEPTH`].
+fn nesting_of(what: &str, depth: usize) -> Result<()> {
+    if depth > MAX_DEPTH {
         return Err(Error::invalid(
             what.to_owned(),
             format!(
@@ -132,6 +137,22 @@ pub fn nesting(what: &str, v: &Value) -> Result<()> {
                  user values may nest at most {MAX_DEPTH} levels"
             ),
         ));
+    }
+    Ok(())
+}
+
+/// [`size`] for a message's origin, `origin`, as the JSON object it is sent as: its nesting
+/// (the object and its fields' values) and its compact length, measured without building it.
+pub fn origin_size(origin: &crate::protocol::MessageOrigin, limit: usize) -> Result<()> {
+    let deepest = origin.fields.values().map(depth).max().unwrap_or(0);
+    nesting_of("origin", 1 + deepest)?;
+    let n = serialized_len(origin);
+    if n > limit {
+        return Err(Error::TooLarge {
+            what: "origin".to_owned(),
+            size: n,
+            limit,
+        });
     }
     Ok(())
 }
@@ -268,6 +289,36 @@ mod tests {
             };
         }
         v
+    }
+
+    /// The origin is measured as the object it is sent as: the same verdicts as `size` on its
+    /// `Value`, without building that `Value`.
+    #[test]
+    fn origin_size_agrees_with_size_of_its_value() {
+        use crate::protocol::MessageOrigin;
+        let with = |field: Value| {
+            let mut o = MessageOrigin::new("app");
+            o.fields.insert("note".to_owned(), field);
+            o
+        };
+        let cases = [
+            MessageOrigin::new("app"),
+            with(json!("a short note")),
+            with(json!("x".repeat(600))),
+            with(nested(MAX_DEPTH - 1)),
+            with(nested(MAX_DEPTH)),
+        ];
+        for origin in cases {
+            let value = serde_json::to_value(&origin).unwrap();
+            let by_value = size("origin", &value, 512).map_err(|e| e.to_string());
+            let direct = origin_size(&origin, 512).map_err(|e| e.to_string());
+            assert_eq!(direct, by_value, "{origin:?}");
+        }
+        assert!(
+            origin_size(&with(nested(MAX_DEPTH)), 1 << 20).is_err(),
+            "one level too deep"
+        );
+        assert!(origin_size(&with(nested(MAX_DEPTH - 1)), 1 << 20).is_ok());
     }
 
     #[test]
