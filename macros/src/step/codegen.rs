@@ -26,8 +26,9 @@ use crate::private::Private;
 //         .kind(P::OperationKind::Tool)
 //         .timeout(P::Duration::from_millis(300000))
 //     }
-//     #[doc(hidden)] pub struct crawl {}          // the marker `#[workflow]` reads the output from
-//     impl P::StepFn for crawl { type Output = Pages; const KEY: &str = "crawl"; }
+//     const _: fn() -> P::JsonValue = P::step_schema::<Pages>;  // the output has a schema
+//
+// A `#[workflow]` names the step's output through the function itself (`P::StepCall`).
 pub(super) fn generate(p: &Private, args: &StepArgs, step: &StepFn) -> TokenStream {
     let item = &step.original;
     let ident = &item.sig.ident;
@@ -89,7 +90,10 @@ pub(super) fn generate(p: &Private, args: &StepArgs, step: &StepFn) -> TokenStre
         .heartbeat_ms
         .iter()
         .map(|(ms, _)| quote!(.heartbeat_timeout(#p::Duration::from_millis(#ms))));
-    let output_schema = quote_spanned!(out_span=> #p::step_schema::<#output>());
+    // Checked here, at the step's output, so that a workflow calling the step does not report
+    // it again (its schema probe answers `null` for an output without one).
+    let schema_check =
+        quote_spanned!(out_span=> const _: fn() -> #p::JsonValue = #p::step_schema::<#output>;);
     let cursor_check = match &step.context {
         Some(StepContext::Resumable(c)) => {
             quote_spanned!(c.span()=> const _: () = #p::assert_cursor::<#c>();)
@@ -97,7 +101,6 @@ pub(super) fn generate(p: &Private, args: &StepArgs, step: &StepFn) -> TokenStre
         _ => TokenStream::new(),
     };
     let allowed = private::allowed_lints();
-    let marker_doc = format!(" The output and key of the `#[step]` function [`{ident}()`].");
 
     quote! {
         #(#docs)*
@@ -116,23 +119,10 @@ pub(super) fn generate(p: &Private, args: &StepArgs, step: &StepFn) -> TokenStre
         }
 
         #(#cfgs)*
-        #[doc = #marker_doc]
-        #[doc(hidden)]
-        #allowed
-        #vis struct #ident {}
-
-        #(#cfgs)*
         #[doc(hidden)]
         #allowed
         const _: () = {
-            #[automatically_derived]
-            impl #p::StepFn for #ident {
-                type Output = #output;
-                const KEY: &'static ::core::primitive::str = #key;
-                fn schema() -> #p::JsonValue {
-                    #output_schema
-                }
-            }
+            #schema_check
             #cursor_check
         };
     }

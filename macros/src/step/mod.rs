@@ -2,7 +2,7 @@
 //!
 //! [`args`] reads the attribute's arguments, [`ast`] reads the function into a [`ast::StepFn`]
 //! (running the [`check`] rules on the way, one function per rule), and [`codegen`] writes the
-//! generated function, marker type and `StepFn` impl.
+//! generated function and its compile-time checks.
 
 mod args;
 mod ast;

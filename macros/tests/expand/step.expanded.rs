@@ -38,15 +38,6 @@ pub fn crawl<'turn, W: ::turnwise::__private::Workflow>(
         .timeout(::turnwise::__private::Duration::from_millis(300000u64))
         .heartbeat_timeout(::turnwise::__private::Duration::from_millis(30000u64))
 }
-/// The output and key of the `#[step]` function [`crawl()`].
-#[doc(hidden)]
-#[allow(
-    non_camel_case_types,
-    dead_code,
-    unused_qualifications,
-    clippy::used_underscore_binding,
-)]
-pub struct crawl {}
 #[doc(hidden)]
 #[allow(
     non_camel_case_types,
@@ -55,14 +46,9 @@ pub struct crawl {}
     clippy::used_underscore_binding,
 )]
 const _: () = {
-    #[automatically_derived]
-    impl ::turnwise::__private::StepFn for crawl {
-        type Output = Report;
-        const KEY: &'static ::core::primitive::str = "crawl";
-        fn schema() -> ::turnwise::__private::JsonValue {
-            ::turnwise::__private::step_schema::<Report>()
-        }
-    }
+    const _: fn() -> ::turnwise::__private::JsonValue = ::turnwise::__private::step_schema::<
+        Report,
+    >;
     const _: () = ::turnwise::__private::assert_cursor::<u32>();
 };
 fn double<'turn, W: ::turnwise::__private::Workflow>(
@@ -92,15 +78,6 @@ fn double<'turn, W: ::turnwise::__private::Workflow>(
         }),
     )
 }
-/// The output and key of the `#[step]` function [`double()`].
-#[doc(hidden)]
-#[allow(
-    non_camel_case_types,
-    dead_code,
-    unused_qualifications,
-    clippy::used_underscore_binding,
-)]
-struct double {}
 #[doc(hidden)]
 #[allow(
     non_camel_case_types,
@@ -109,12 +86,7 @@ struct double {}
     clippy::used_underscore_binding,
 )]
 const _: () = {
-    #[automatically_derived]
-    impl ::turnwise::__private::StepFn for double {
-        type Output = u64;
-        const KEY: &'static ::core::primitive::str = "double";
-        fn schema() -> ::turnwise::__private::JsonValue {
-            ::turnwise::__private::step_schema::<u64>()
-        }
-    }
+    const _: fn() -> ::turnwise::__private::JsonValue = ::turnwise::__private::step_schema::<
+        u64,
+    >;
 };

@@ -22,16 +22,6 @@ use serde::Serialize;
 
 use crate::sdk::workflow::TurnError;
 
-/// What a `#[step]` function's marker type knows about it: its output and its default key.
-pub trait StepFn {
-    /// The step's output.
-    type Output;
-    /// The key a call uses unless it sets one with `.key(..)`.
-    const KEY: &'static str;
-    /// The schema of the step's output, as the workflow's schema lists it.
-    fn schema() -> serde_json::Value;
-}
-
 /// A workflow's state type, beyond what `Workflow` requires of it: a schema.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[workflow]`'s state: it must also implement `JsonSchema`",
@@ -208,8 +198,7 @@ step_call_arities!(
 );
 
 /// The output of the `#[step]` function `f`, for [`StepOutputOf`]'s schema probe.
-pub fn step_output_of<W, O, Args, F: StepCall<W, O, Args>>(f: &F) -> StepOutputOf<O> {
-    let _ = f;
+pub fn step_output_of<W, O, Args, F: StepCall<W, O, Args>>(_: &F) -> StepOutputOf<O> {
     StepOutputOf(std::marker::PhantomData)
 }
 

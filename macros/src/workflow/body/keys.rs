@@ -262,7 +262,7 @@ impl Analyzer<'_> {
     }
 }
 
-/// `a::b::<T>` without generic arguments, to name the step's marker type.
+/// `a::b::<T>` without generic arguments, to name the step function in the schema.
 fn strip_args(path: &syn::Path) -> syn::Path {
     let mut path = path.clone();
     for seg in &mut path.segments {
