@@ -771,7 +771,7 @@ impl Engine {
             let view = answer(&inst, &turn);
             let read_rev = inst.revision;
             match self
-                .try_commit(Some(read_rev), &mut inst, vec![turn], Durable)
+                .try_commit(Some(read_rev), inst, vec![turn], Durable)
                 .await?
             {
                 Committed::Done => return Ok(view),

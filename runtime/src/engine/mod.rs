@@ -382,7 +382,9 @@ impl Engine {
         turns: Vec<TurnRecord>,
         durability: Durability,
     ) -> Result<bool> {
-        match self.try_commit(read_rev, inst, turns, durability).await? {
+        self.stamp(read_rev, inst);
+        let write = self.write(read_rev, inst.clone(), turns, durability, Vec::new());
+        match write.await? {
             Committed::Done => Ok(true),
             Committed::Conflict => Ok(false),
             // Only admissions add turns with ids from outside; every other new turn's id is
@@ -415,16 +417,17 @@ impl Engine {
         }
     }
 
-    /// [`Engine::commit`], telling a message id that is already taken apart.
+    /// [`Engine::commit_owned`], telling a message id that is already taken apart (admission
+    /// and schedule firings, which read the instance again after any refusal).
     async fn try_commit(
         &self,
         read_rev: Option<u64>,
-        inst: &mut InstanceRecord,
+        mut inst: InstanceRecord,
         turns: Vec<TurnRecord>,
         durability: Durability,
     ) -> Result<Committed> {
-        self.stamp(read_rev, inst);
-        self.write(read_rev, inst.clone(), turns, durability, Vec::new())
+        self.stamp(read_rev, &mut inst);
+        self.write(read_rev, inst, turns, durability, Vec::new())
             .await
     }
 

@@ -314,7 +314,7 @@ impl Engine {
             inst.due_at_ms = rules::due_at(&inst, None, now);
         }
         match self
-            .try_commit(Some(read_rev), &mut inst, turns, Durable)
+            .try_commit(Some(read_rev), inst, turns, Durable)
             .await?
         {
             Committed::Done | Committed::Conflict => Ok(()),
