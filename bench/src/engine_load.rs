@@ -29,6 +29,10 @@ use turnwise::store::{
     PostgresStats, PostgresStore, SqliteOptions, SqliteStats, SqliteStore, Synchronous,
 };
 use turnwise::testing::TestPostgres;
+
+/// Group commit on PostgreSQL: (`max_commit_batch`, `commit_pipelines`), set from the command
+/// line before the first store connects.
+pub(crate) static PG_COMMIT: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
 use turnwise::{Backend, Engine, EngineConfig, Error, Http};
 use turnwise_server::{router, serve, ServerOptions, Shutdown};
 
@@ -181,6 +185,7 @@ impl Setup {
         })
     }
 
+    /// Connect `nodes` stores (and engines) to a fresh schema of the test database.
     async fn open_postgres(transport: Transport, nodes: usize) -> Result<Self, Error> {
         let schema = TestPostgres::start("bench")
             .await
@@ -190,9 +195,16 @@ impl Setup {
         let mut backends = Vec::with_capacity(nodes);
         let mut servers = Vec::new();
         for _ in 0..nodes {
-            let store =
-                PostgresStore::connect_with(&schema.url(), schema.options().with_pool_size(32))
-                    .await?;
+            let (batch, pipelines) = *PG_COMMIT.get_or_init(|| (64, 2));
+            let store = PostgresStore::connect_with(
+                &schema.url(),
+                schema
+                    .options()
+                    .with_pool_size(32)
+                    .with_max_commit_batch(batch)
+                    .with_commit_pipelines(pipelines),
+            )
+            .await?;
             let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
             let (backend, server) = reach(&engine, transport).await?;
             stores.push(store);

@@ -154,6 +154,14 @@ struct Args {
     /// Turns at c=16 over which allocations are counted, per path.
     #[arg(long, value_name = "N", default_value = "1000", value_parser = positive)]
     alloc_turns: u64,
+    /// With `--store postgres`: at most N write sets share a transaction
+    /// (`PostgresOptions::max_commit_batch`; 1 turns group commit off).
+    #[arg(long, value_name = "N", default_value = "64", value_parser = positive_usize)]
+    pg_commit_batch: usize,
+    /// With `--store postgres`: batched transactions in flight at once
+    /// (`PostgresOptions::commit_pipelines`).
+    #[arg(long, value_name = "N", default_value = "2", value_parser = positive_usize)]
+    pg_commit_pipelines: usize,
 }
 
 /// A whole number above zero.
@@ -232,6 +240,14 @@ fn run(args: &Args) -> Result<(), BoxError> {
         args.concurrency,
         dir.0.display()
     );
+    let _ = engine_load::PG_COMMIT.set((args.pg_commit_batch, args.pg_commit_pipelines));
+    if args.store == StoreKind::Postgres {
+        println!(
+            "group commit: at most {} write sets per transaction, {} batched transactions in \
+             flight per node",
+            args.pg_commit_batch, args.pg_commit_pipelines
+        );
+    }
     if let Some(load) = stats::load_average() {
         println!(
             "load average before the run: {load} (on {} cores; other work skews every figure)",

@@ -1609,3 +1609,170 @@ async fn postgres_migrates_version_1_and_refuses_newer() {
     let err = refused.expect_err("a newer schema is refused");
     assert!(err.to_string().contains("version 99"), "{err}");
 }
+
+/// Group commit on PostgreSQL: write sets committed at the same moment share transactions, and
+/// each keeps its own answer: a stale revision conflicts and a taken message id is refused,
+/// without keeping the others of its transaction from being written.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_group_commit_isolates_refusals() {
+    let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_group").await else {
+        return;
+    };
+    let options = db.options().with_commit_pipelines(1);
+    let s = Arc::new(
+        PostgresStore::connect_with(&db.url(), options)
+            .await
+            .unwrap(),
+    );
+    ok(&*s, create(inst("hot", 1), vec![turn(1, "taken")])).await;
+
+    const N: usize = 200;
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("i{i:04}");
+            let w = match i % 20 {
+                // Stale: `hot` is at revision 1.
+                1 => write(inst("hot", 5), Some(4), vec![turn(2, "x")]),
+                // Refused: the message id is taken.
+                2 => write(inst("hot", 2), Some(1), vec![turn(9, "taken")]),
+                _ => create(inst(&id, 1), vec![turn(1, &id)]),
+            };
+            let durability = if i % 2 == 0 {
+                Durability::Relaxed
+            } else {
+                Durability::Durable
+            };
+            (i, s.commit(WriteSet { durability, ..w }).await)
+        }));
+    }
+    let mut landed = 0;
+    for t in tasks {
+        let (i, result) = t.await.unwrap();
+        match i % 20 {
+            1 => assert_eq!(result, Err(CommitError::Conflict), "task {i}"),
+            2 => assert!(
+                matches!(result, Err(CommitError::MessageIdTaken { .. })),
+                "task {i}: {result:?}"
+            ),
+            _ => {
+                assert_eq!(result, Ok(()), "task {i}");
+                landed += 1;
+            }
+        }
+    }
+    assert_eq!(landed, N - 2 * N / 20);
+    let stats = s.stats();
+    assert!(
+        stats.group_commits >= 1 && stats.grouped_write_sets > stats.group_commits,
+        "write sets waiting together shared a transaction: {stats:?}"
+    );
+    assert_eq!(stats.group_retries, 0, "{stats:?}");
+    for i in (0..N).filter(|i| !matches!(i % 20, 1 | 2)) {
+        let id = format!("i{i:04}");
+        assert_eq!(load(&*s, &id).await, Some(inst(&id, 1)), "{id}");
+        assert_eq!(load_turn(&*s, &id, 1).await, Some(turn(1, &id)));
+    }
+    assert_eq!(load(&*s, "hot").await, Some(inst("hot", 1)));
+    assert_eq!(load_turn(&*s, "hot", 9).await, None);
+    let all = s.list_instances(NS, filter(None, None, None, 10_000)).await;
+    assert_eq!(all.unwrap().len(), landed + 1);
+}
+
+/// A batch the database refuses as a whole is rolled back and its write sets are committed
+/// again one by one. Here another process creates one of the batch's instances first: the
+/// batch's insert waits on that process's uncommitted row and then fails on the unique key,
+/// which aborts the whole transaction. The raced creation answers `Conflict`; every other
+/// write set of the batch is written.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "current_thread")]
+async fn postgres_group_commit_retries_a_refused_batch_one_by_one() {
+    use std::time::{Duration, Instant};
+
+    let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_regroup").await else {
+        return;
+    };
+    let options = db.options().with_commit_pipelines(1);
+    let s = Arc::new(
+        PostgresStore::connect_with(&db.url(), options)
+            .await
+            .unwrap(),
+    );
+    let (other, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let raced = inst("raced", 1);
+    other.batch_execute("BEGIN").await.unwrap();
+    other
+        .execute(
+            "INSERT INTO instances (ns, id, workflow_type, version, revision, pending_count, \
+             history_pruned_through, body) VALUES ($1, $2, $3, $4, 1, 0, 0, $5)",
+            &[
+                &NS,
+                &"raced",
+                &raced.workflow_type,
+                &raced.version,
+                &serde_json::to_string(&raced).unwrap(),
+            ],
+        )
+        .await
+        .unwrap();
+
+    // Spawned on this one thread, the commits all queue before the committing task runs, so
+    // they go as one batch.
+    let ids: Vec<String> = (0..8)
+        .map(|i| format!("b{i}"))
+        .chain(["raced".into()])
+        .collect();
+    let tasks: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let (s, w) = (s.clone(), create(inst(id, 1), vec![turn(1, id)]));
+            tokio::spawn(async move { s.commit(w).await })
+        })
+        .collect();
+    // Commit the other process's row once the batch waits on it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting: i64 = other
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                 AND query LIKE '%turnwise_commit_v3%' AND datname = current_database()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the batch never waited on the raced row"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    other.batch_execute("COMMIT").await.unwrap();
+
+    for (id, task) in ids.iter().zip(tasks) {
+        let result = task.await.unwrap();
+        if id == "raced" {
+            assert_eq!(result, Err(CommitError::Conflict), "{id}");
+        } else {
+            assert_eq!(result, Ok(()), "{id}");
+            assert_eq!(load(&*s, id).await, Some(inst(id, 1)), "{id}");
+            assert_eq!(load_turn(&*s, id, 1).await, Some(turn(1, id)), "{id}");
+        }
+    }
+    assert_eq!(
+        load(&*s, "raced").await,
+        Some(raced),
+        "the other process's row"
+    );
+    let stats = s.stats();
+    assert_eq!(stats.group_retries, 1, "{stats:?}");
+    assert_eq!(stats.durable_commits, 8, "{stats:?}");
+}

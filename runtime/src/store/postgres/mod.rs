@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
 use super::*;
 
+mod commit;
 mod notices;
 mod schema;
 mod testing;
@@ -36,6 +36,14 @@ pub struct PostgresOptions {
     pub pool_size: usize,
     /// How long to wait for a connection, to the database or from a busy pool. Default 10 s.
     pub connect_timeout: Duration,
+    /// Group commit: at most this many write sets waiting at the same moment share one
+    /// database transaction (each keeps its own conditional check and its own answer; all are
+    /// answered after the shared `COMMIT`). 1 gives every write set a transaction of its own.
+    /// Default 64.
+    pub max_commit_batch: usize,
+    /// Group commit: at most this many transactions of batched commits in flight at once; write
+    /// sets that arrive meanwhile wait for the next free one and go together. Default 2.
+    pub commit_pipelines: usize,
 }
 
 impl Default for PostgresOptions {
@@ -44,6 +52,8 @@ impl Default for PostgresOptions {
             schema: None,
             pool_size: 16,
             connect_timeout: Duration::from_secs(10),
+            max_commit_batch: 64,
+            commit_pipelines: 2,
         }
     }
 }
@@ -64,6 +74,20 @@ impl PostgresOptions {
     /// Wait this long for a connection.
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// Let at most `n` waiting write sets share a transaction (at least 1; see
+    /// [`PostgresOptions::max_commit_batch`]).
+    pub fn with_max_commit_batch(mut self, n: usize) -> Self {
+        self.max_commit_batch = n.max(1);
+        self
+    }
+
+    /// Keep at most `n` transactions of batched commits in flight (at least 1; see
+    /// [`PostgresOptions::commit_pipelines`]).
+    pub fn with_commit_pipelines(mut self, n: usize) -> Self {
+        self.commit_pipelines = n.max(1);
         self
     }
 }
@@ -127,6 +151,8 @@ struct Inner {
     pool: Pool,
     stats: Counters,
     notices: Arc<Notices>,
+    /// Write sets waiting to be committed (group commit).
+    group: commit::Group,
     /// Where the database is, for messages (no password).
     target: String,
     listener: tokio::task::AbortHandle,
@@ -159,6 +185,14 @@ pub struct PostgresStats {
     pub joined_commits: u64,
     /// Change notices sent (commits that made an instance due sooner or settled a turn).
     pub notices_sent: u64,
+    /// Group commit: database transactions that carried several write sets (each write set
+    /// is also counted as durable or relaxed above).
+    pub group_commits: u64,
+    /// Group commit: the write sets those transactions carried, refused ones included.
+    pub grouped_write_sets: u64,
+    /// Group commit: batches the database refused as a whole (one of their statements
+    /// failed), whose write sets were then committed one by one.
+    pub group_retries: u64,
 }
 
 #[derive(Default)]
@@ -167,6 +201,9 @@ struct Counters {
     relaxed: std::sync::atomic::AtomicU64,
     joined: std::sync::atomic::AtomicU64,
     notices: std::sync::atomic::AtomicU64,
+    group_commits: std::sync::atomic::AtomicU64,
+    grouped: std::sync::atomic::AtomicU64,
+    group_retries: std::sync::atomic::AtomicU64,
 }
 
 /// A `tokio_postgres` failure as a [`StoreError`] saying what was being done.
@@ -353,6 +390,7 @@ impl PostgresStore {
                 pool,
                 stats: Counters::default(),
                 notices,
+                group: commit::Group::new(&options),
                 target,
                 listener,
             }),
@@ -368,6 +406,9 @@ impl PostgresStore {
             relaxed_commits: c.relaxed.load(Relaxed),
             joined_commits: c.joined.load(Relaxed),
             notices_sent: c.notices.load(Relaxed),
+            group_commits: c.group_commits.load(Relaxed),
+            grouped_write_sets: c.grouped.load(Relaxed),
+            group_retries: c.group_retries.load(Relaxed),
         }
     }
 
@@ -474,9 +515,6 @@ const NEXT_DUE: &str = "SELECT min(due_at_ms) FROM instances WHERE ns = $1 \
      AND (workflow_type, version) IN (SELECT * FROM unnest($2::text[], $3::text[])) \
      AND due_at_ms IS NOT NULL";
 
-/// The commit function (`schema.rs`), with its 29 parameters.
-const COMMIT: &str = "SELECT turnwise_commit_v3($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-     $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)";
 const LIST_RUNS: &str = "SELECT body FROM runs WHERE ns = $1 \
      AND ($2::text IS NULL OR instance_id = $2) AND ($3::text IS NULL OR run_id < $3) \
      ORDER BY run_id DESC LIMIT $4";
@@ -485,178 +523,6 @@ const COUNT_RUNS: &str = "SELECT (started_at_ms / $3) * $3 AS hour, outcome, cou
      WHERE ns = $1 AND started_at_ms >= $2 GROUP BY hour, outcome ORDER BY hour, outcome";
 const DELETE_TURNS: &str = "DELETE FROM turns WHERE ns = $1 AND id = $2";
 const DELETE_INSTANCE: &str = "DELETE FROM instances WHERE ns = $1 AND id = $2";
-
-fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
-    e.code() == Some(&SqlState::UNIQUE_VIOLATION)
-}
-
-impl PostgresStore {
-    /// Write `write` on connection `c` with one statement, the commit function (`schema.rs`),
-    /// which locks the instance's row, checks the revision and the turns, writes, prunes and
-    /// notifies: on its own it is one transaction and one round trip; when `joined`, it runs
-    /// inside the transaction `c` is in (a transactional step's), which its owner commits.
-    async fn write(&self, c: &Object, write: &WriteSet, joined: bool) -> Result<(), CommitError> {
-        let (ns, id) = (write.ns.as_str(), write.id.as_str());
-        // Two turns of one write set under one message id: refused before anything is sent.
-        for (i, t) in write.turns.iter().enumerate() {
-            let repeated = write.turns[..i]
-                .iter()
-                .any(|o| o.message_id == t.message_id && o.number != t.number);
-            if repeated {
-                return Err(CommitError::MessageIdTaken {
-                    message_id: t.message_id.clone(),
-                });
-            }
-        }
-        check_record(write)?;
-        let n = write.turns.len();
-        let mut numbers = Vec::with_capacity(n);
-        let mut bodies = Vec::with_capacity(n);
-        for t in &write.turns {
-            numbers.push(int(t.number, "turn number")?);
-            bodies.push(
-                serde_json::to_string(t)
-                    .map_err(|e| StoreError::new(format!("postgres: encode a turn: {e}")))?,
-            );
-        }
-        let message_ids: Vec<&str> = write.turns.iter().map(|t| t.message_id.as_str()).collect();
-        let finished: Vec<bool> = write.turns.iter().map(TurnRecord::is_finished).collect();
-        let finished_at: Vec<Option<i64>> = write.turns.iter().map(|t| t.finished_at_ms).collect();
-        let expected = write
-            .expected_revision
-            .map(|r| int(r, "revision"))
-            .transpose()?;
-        let relaxed = !joined && write.durability == Durability::Relaxed;
-        let delete = write.instance.is_none();
-        let (workflow_type, version, revision, pending, due, body) =
-            match &write.instance {
-                Some(inst) => (
-                    Some(inst.workflow_type.as_str()),
-                    Some(inst.version.as_str()),
-                    Some(int(inst.revision, "revision")?),
-                    Some(int(inst.pending.len() as u64, "pending count")?),
-                    inst.due_at_ms,
-                    Some(serde_json::to_string(inst).map_err(|e| {
-                        StoreError::new(format!("postgres: encode an instance: {e}"))
-                    })?),
-                ),
-                None => (None, None, None, None, None, None),
-            };
-        let (keep_turns, keep_since) = match write.retention {
-            Some(r) => (Some(clamp(r.keep_turns.max(1))), Some(r.keep_since_ms)),
-            None => (None, None),
-        };
-        let mut run_ids = Vec::with_capacity(write.runs.len());
-        let mut run_instances = Vec::with_capacity(write.runs.len());
-        let mut run_started = Vec::with_capacity(write.runs.len());
-        let mut run_ended = Vec::with_capacity(write.runs.len());
-        let mut run_outcomes = Vec::with_capacity(write.runs.len());
-        let mut run_bodies = Vec::with_capacity(write.runs.len());
-        for r in &write.runs {
-            run_ids.push(r.id.as_str());
-            run_instances.push(r.workflow_id.as_str());
-            run_started.push(r.started_at_ms);
-            run_ended.push(r.ended_at_ms);
-            run_outcomes.push(r.outcome.as_str());
-            run_bodies.push(
-                serde_json::to_string(r)
-                    .map_err(|e| StoreError::new(format!("postgres: encode a run: {e}")))?,
-            );
-        }
-        let prune_limit = RUN_PRUNE_BATCH as i64;
-        // The function sends a notice only if the commit makes the instance due sooner or
-        // settles a turn (it compares with the due time it locked), and builds it then.
-        let settled = Change::settles(write);
-        let (channel, node) = (
-            self.inner.notices.channel.as_str(),
-            self.inner.notices.node.as_str(),
-        );
-        let statement = c
-            .prepare_cached(COMMIT)
-            .await
-            .map_err(pg("prepare the commit"))?;
-        let answer = c
-            .query_one(
-                &statement,
-                &[
-                    &ns,
-                    &id,
-                    &expected,
-                    &relaxed,
-                    &delete,
-                    &workflow_type,
-                    &version,
-                    &revision,
-                    &pending,
-                    &due,
-                    &body,
-                    &numbers,
-                    &message_ids,
-                    &finished,
-                    &finished_at,
-                    &bodies,
-                    &keep_turns,
-                    &keep_since,
-                    &channel,
-                    &node,
-                    &settled,
-                    &run_ids,
-                    &run_instances,
-                    &run_started,
-                    &run_ended,
-                    &run_outcomes,
-                    &run_bodies,
-                    &write.prune_runs_before,
-                    &prune_limit,
-                ],
-            )
-            .await;
-        let row = match answer {
-            Ok(row) => row,
-            // Another process created the instance (or a turn of it) first.
-            Err(e) if expected.is_none() && is_unique_violation(&e) => {
-                return Err(CommitError::Conflict)
-            }
-            Err(e) => return Err(pg(format_args!("commit instance `{id}`"))(e).into()),
-        };
-        let answer: &str = row.get(0);
-        match answer.split_once(':') {
-            None if answer == "ok" || answer == "notified" => {
-                self.count(write, joined, answer == "notified");
-                Ok(())
-            }
-            None if answer == "conflict" => Err(CommitError::Conflict),
-            Some(("taken", message_id)) => Err(CommitError::MessageIdTaken {
-                message_id: message_id.to_owned(),
-            }),
-            Some(("history", turn)) => Err(StoreError::new(format!(
-                "turn {turn} of `{id}` is in history and cannot be rewritten"
-            ))
-            .into()),
-            Some(("message-id", turn)) => {
-                Err(StoreError::new(format!("turn {turn} changed its message id")).into())
-            }
-            _ => Err(
-                StoreError::new(format!("postgres: the commit function answered `{answer}`"))
-                    .into(),
-            ),
-        }
-    }
-
-    fn count(&self, write: &WriteSet, joined: bool, notified: bool) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let c = &self.inner.stats;
-        let counter = match (joined, write.durability) {
-            (true, _) => &c.joined,
-            (false, Durability::Relaxed) => &c.relaxed,
-            (false, _) => &c.durable,
-        };
-        counter.fetch_add(1, Relaxed);
-        if notified {
-            c.notices.fetch_add(1, Relaxed);
-        }
-    }
-}
 
 /// A stored run summary.
 fn decode_run(body: &str) -> Result<WorkflowRun, StoreError> {
@@ -848,11 +714,10 @@ impl Store for PostgresStore {
             let Some(c) = conn.0.as_ref() else {
                 return Err(StoreError::new("postgres: the step's transaction has ended").into());
             };
-            return self.write(c, &write, true).await;
+            return self.call(c, &commit::encode(write, true)?).await;
         }
-        // One statement: its own transaction, all of it or none.
-        let client = self.client().await?;
-        self.write(&client, &write, false).await
+        // Its own transaction, or one shared with the write sets waiting with it.
+        self.commit_grouped(commit::encode(write, false)?).await
     }
 
     async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
