@@ -1704,8 +1704,24 @@ async fn postgres_group_commit_retries_a_refused_batch_one_by_one() {
         .await
         .unwrap();
     tokio::spawn(conn);
+    // Watched from a connection of its own: inside a transaction, `pg_stat_activity` is a
+    // snapshot taken at its first read.
+    let (watcher, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let holder: i32 = other
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
     let raced = inst("raced", 1);
-    other.batch_execute("BEGIN").await.unwrap();
+    // Should the test fail while the row is held, the server ends the transaction by itself,
+    // so that dropping the test's schema does not wait for it.
+    other
+        .batch_execute("SET idle_in_transaction_session_timeout = '30s'; BEGIN")
+        .await
+        .unwrap();
     other
         .execute(
             "INSERT INTO instances (ns, id, workflow_type, version, revision, pending_count, \
@@ -1737,11 +1753,10 @@ async fn postgres_group_commit_retries_a_refused_batch_one_by_one() {
     // Commit the other process's row once the batch waits on it.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let waiting: i64 = other
+        let waiting: i64 = watcher
             .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-                 AND query LIKE '%turnwise_commit_v3%' AND datname = current_database()",
-                &[],
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder],
             )
             .await
             .unwrap()

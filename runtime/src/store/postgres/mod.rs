@@ -115,10 +115,12 @@ impl PostgresOptions {
 ///   an instance goes through that row, so two processes never both apply a decision on the same
 ///   revision: a turn is granted to one claimant, and lease tokens are checked against the
 ///   stored one whichever process checks them.
-/// - **Round trips.** A commit is one statement, a call of the commit function the store
-///   installs (lock, check, write, prune, notify), so one round trip and one transaction. A
-///   worker route reads its instance and turn in one query
-///   ([`Store::load_instance_turn`]).
+/// - **Round trips.** A write set is one call of the commit function the store installs (lock,
+///   check, write, prune, notify). Commits that wait at the same moment share one transaction
+///   (*group commit*: `BEGIN`, a call each, `COMMIT`, pipelined in one round trip), each with
+///   its own check and answer, all answered after the `COMMIT`; a lone one is one statement.
+///   See [`PostgresOptions::max_commit_batch`]. A worker route reads its instance and turn in
+///   one query ([`Store::load_instance_turn`]).
 /// - **Durability.** [`Durability::Durable`] commits wait for the database's `COMMIT` at its
 ///   `synchronous_commit` setting; [`Durability::Relaxed`] ones set it `off` for their own
 ///   transaction (they survive the death of any turnwise process, not of the database server).
@@ -177,9 +179,10 @@ impl fmt::Debug for PostgresStore {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PostgresStats {
-    /// Commits at [`Durability::Durable`] (each its own database transaction).
+    /// Commits at [`Durability::Durable`] (written; alone or in a group's transaction).
     pub durable_commits: u64,
-    /// Commits at [`Durability::Relaxed`] (`synchronous_commit` off).
+    /// Commits at [`Durability::Relaxed`] (`synchronous_commit` off, unless their transaction
+    /// carried a durable one too).
     pub relaxed_commits: u64,
     /// Commits made inside a transactional step's transaction.
     pub joined_commits: u64,
