@@ -1791,3 +1791,105 @@ async fn postgres_group_commit_retries_a_refused_batch_one_by_one() {
     assert_eq!(stats.group_retries, 1, "{stats:?}");
     assert_eq!(stats.durable_commits, 8, "{stats:?}");
 }
+
+/// A batch whose connection dies before its `COMMIT` answers an error to every write set in it,
+/// and none of them is written: the database rolled the transaction back. The store then goes
+/// on with a new connection. (The batch is held on a lock, as above, while its connection is
+/// terminated from another session.)
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "current_thread")]
+async fn postgres_group_commit_answers_errors_when_its_connection_dies() {
+    use std::time::{Duration, Instant};
+
+    let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_cut").await else {
+        return;
+    };
+    let options = db.options().with_commit_pipelines(1);
+    let s = Arc::new(
+        PostgresStore::connect_with(&db.url(), options)
+            .await
+            .unwrap(),
+    );
+    ok(&*s, create(inst("held", 1), vec![turn(1, "m1")])).await;
+    let connect = || async {
+        let (client, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+    };
+    let (other, watcher) = (connect().await, connect().await);
+    let holder: i32 = other
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    // Hold `held`'s row, so that the batch waits on it with its transaction open.
+    other
+        .batch_execute(
+            "SET idle_in_transaction_session_timeout = '30s'; BEGIN; \
+             SELECT 1 FROM instances WHERE id = 'held' FOR UPDATE",
+        )
+        .await
+        .unwrap();
+
+    let mut writes: Vec<(String, WriteSet)> = (0..6)
+        .map(|i| format!("c{i}"))
+        .map(|id| (id.clone(), create(inst(&id, 1), vec![turn(1, &id)])))
+        .collect();
+    writes.push((
+        "held".into(),
+        write(inst("held", 2), Some(1), vec![turn(2, "m2")]),
+    ));
+    let tasks: Vec<_> = writes
+        .into_iter()
+        .map(|(id, w)| {
+            let s = s.clone();
+            (id, tokio::spawn(async move { s.commit(w).await }))
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let waiting = loop {
+        let row = watcher
+            .query_opt(
+                "SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                &[&holder],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = row {
+            break row.get::<_, i32>(0);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the batch never waited on the held row"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let cut: bool = watcher
+        .query_one("SELECT pg_terminate_backend($1)", &[&waiting])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(cut);
+    for (id, task) in tasks {
+        let err = task.await.unwrap().expect_err(&id);
+        let CommitError::Store(err) = err else {
+            panic!("{id}: {err:?}")
+        };
+        assert!(
+            err.to_string().contains("together"),
+            "{id}: the error says the batch failed: {err}"
+        );
+    }
+    other.batch_execute("COMMIT").await.unwrap();
+    for i in 0..6 {
+        let id = format!("c{i}");
+        assert_eq!(load(&*s, &id).await, None, "{id} was not written");
+    }
+    assert_eq!(load(&*s, "held").await, Some(inst("held", 1)));
+    // A new connection serves the next commits.
+    ok(&*s, create(inst("c0", 1), vec![turn(1, "c0")])).await;
+    ok(&*s, write(inst("held", 2), Some(1), vec![turn(2, "m2")])).await;
+    assert_eq!(load(&*s, "held").await, Some(inst("held", 2)));
+}

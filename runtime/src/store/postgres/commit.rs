@@ -29,7 +29,7 @@ use std::sync::{Mutex, PoisonError};
 use std::task::Poll;
 
 use tokio::sync::oneshot;
-use tokio_postgres::error::SqlState;
+use tokio_postgres::error::{Severity, SqlState};
 
 use super::*;
 
@@ -442,8 +442,17 @@ impl PostgresStore {
         match first_failure {
             None => Together::Committed(results.into_iter().flatten().flatten().collect()),
             // The database refused a statement: it rolled the transaction back (its answer to
-            // `COMMIT` is `ROLLBACK`), and the connection is usable.
-            Some(e) if e.as_db_error().is_some() && !c.is_closed() => Together::RolledBack,
+            // `COMMIT` is `ROLLBACK`), and the connection is usable. (A `FATAL` error ends the
+            // session instead, at any point, even during the `COMMIT`.)
+            Some(e)
+                if e.as_db_error().is_some_and(|db| {
+                    // The unlocalized severity (servers since 9.6), else the message's.
+                    db.parsed_severity()
+                        .map_or(db.severity() == "ERROR", |s| s == Severity::Error)
+                }) && !c.is_closed() =>
+            {
+                Together::RolledBack
+            }
             Some(e) => Together::Unknown(failed(
                 format_args!(
                     "commit {} write sets together (instance `{}` among them)",
