@@ -256,17 +256,17 @@ async fn reach(
     })
 }
 
-/// PostgreSQL: every commit is a transaction of its own; durable ones wait for the WAL flush
-/// (the server may flush several at once), so `syncs` counts durable commits.
+/// PostgreSQL: a batch is a database transaction (one write set's, or a group commit's);
+/// durable ones wait for the WAL flush (the server may flush several at once), so `syncs`
+/// counts durable transactions.
 impl From<PostgresStats> for Counters {
     fn from(s: PostgresStats) -> Self {
-        let all = s.durable_commits + s.relaxed_commits;
         Counters {
-            batches: all,
-            durable_batches: s.durable_commits,
-            write_sets: all,
+            batches: s.transactions,
+            durable_batches: s.durable_transactions,
+            write_sets: s.durable_commits + s.relaxed_commits,
             journaled: 0,
-            syncs: s.durable_commits,
+            syncs: s.durable_transactions,
         }
     }
 }

@@ -1670,6 +1670,13 @@ async fn postgres_group_commit_isolates_refusals() {
         "write sets waiting together shared a transaction: {stats:?}"
     );
     assert_eq!(stats.group_retries, 0, "{stats:?}");
+    // One transaction per lone write set and one per group: fewer than the write sets.
+    assert_eq!(
+        stats.transactions,
+        N as u64 + 1 - stats.grouped_write_sets + stats.group_commits,
+        "{stats:?}"
+    );
+    assert!(stats.durable_transactions <= stats.transactions);
     for i in (0..N).filter(|i| !matches!(i % 20, 1 | 2)) {
         let id = format!("i{i:04}");
         assert_eq!(load(&*s, &id).await, Some(inst(&id, 1)), "{id}");
@@ -1790,6 +1797,12 @@ async fn postgres_group_commit_retries_a_refused_batch_one_by_one() {
     let stats = s.stats();
     assert_eq!(stats.group_retries, 1, "{stats:?}");
     assert_eq!(stats.durable_commits, 8, "{stats:?}");
+    // The rolled-back group is not counted; each write set then had a transaction of its own.
+    assert_eq!(
+        (stats.transactions, stats.group_commits),
+        (9, 0),
+        "{stats:?}"
+    );
 }
 
 /// A batch whose connection dies before its `COMMIT` answers an error to every write set in it,
@@ -1892,4 +1905,14 @@ async fn postgres_group_commit_answers_errors_when_its_connection_dies() {
     ok(&*s, create(inst("c0", 1), vec![turn(1, "c0")])).await;
     ok(&*s, write(inst("held", 2), Some(1), vec![turn(2, "m2")])).await;
     assert_eq!(load(&*s, "held").await, Some(inst("held", 2)));
+    let stats = s.stats();
+    assert_eq!(
+        (
+            stats.transactions,
+            stats.durable_commits,
+            stats.group_commits
+        ),
+        (3, 3, 0),
+        "the cut batch counts for nothing: {stats:?}"
+    );
 }

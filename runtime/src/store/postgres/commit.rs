@@ -380,6 +380,7 @@ impl PostgresStore {
         batch.sort_by(|a, b| (&a.write.ns, &a.write.id).cmp(&(&b.write.ns, &b.write.id)));
         match self.together(&client, &batch).await {
             Together::Committed(rows) => {
+                self.count_transaction(batch.iter().all(|w| w.write.relaxed));
                 let c = &self.inner.stats;
                 c.group_commits.fetch_add(1, Ordering::Relaxed);
                 c.grouped.fetch_add(rows.len() as u64, Ordering::Relaxed);
@@ -477,6 +478,9 @@ impl PostgresStore {
                 &write.params(&write.relaxed, &self.inner.notices),
             )
             .await;
+        if answer.is_ok() && !write.joined {
+            self.count_transaction(write.relaxed);
+        }
         self.conclude(write, answer)
     }
 
@@ -516,6 +520,15 @@ impl PostgresStore {
                 StoreError::new(format!("postgres: the commit function answered `{answer}`"))
                     .into(),
             ),
+        }
+    }
+
+    /// A transaction of the store's own ended with its `COMMIT`.
+    fn count_transaction(&self, relaxed: bool) {
+        let c = &self.inner.stats;
+        c.transactions.fetch_add(1, Ordering::Relaxed);
+        if !relaxed {
+            c.durable_transactions.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -188,6 +188,12 @@ pub struct PostgresStats {
     pub joined_commits: u64,
     /// Change notices sent (commits that made an instance due sooner or settled a turn).
     pub notices_sent: u64,
+    /// Database transactions the store's own commits made (a lone write set's, or a group's),
+    /// refusals included; a transactional step's are not counted.
+    pub transactions: u64,
+    /// Of those, the ones that waited for the WAL flush (a group waits if any of its write
+    /// sets is durable).
+    pub durable_transactions: u64,
     /// Group commit: database transactions that carried several write sets (each write set
     /// is also counted as durable or relaxed above).
     pub group_commits: u64,
@@ -204,6 +210,8 @@ struct Counters {
     relaxed: std::sync::atomic::AtomicU64,
     joined: std::sync::atomic::AtomicU64,
     notices: std::sync::atomic::AtomicU64,
+    transactions: std::sync::atomic::AtomicU64,
+    durable_transactions: std::sync::atomic::AtomicU64,
     group_commits: std::sync::atomic::AtomicU64,
     grouped: std::sync::atomic::AtomicU64,
     group_retries: std::sync::atomic::AtomicU64,
@@ -409,6 +417,8 @@ impl PostgresStore {
             relaxed_commits: c.relaxed.load(Relaxed),
             joined_commits: c.joined.load(Relaxed),
             notices_sent: c.notices.load(Relaxed),
+            transactions: c.transactions.load(Relaxed),
+            durable_transactions: c.durable_transactions.load(Relaxed),
             group_commits: c.group_commits.load(Relaxed),
             grouped_write_sets: c.grouped.load(Relaxed),
             group_retries: c.group_retries.load(Relaxed),
