@@ -11,12 +11,12 @@
 //!
 //! A batch is answered only after its `COMMIT`, so nothing is acknowledged before it is written.
 //! Its write sets are sorted by instance, so two batches in flight lock rows in the same order
-//! and cannot deadlock each other. If any call of a batch fails with a database error (a
+//! and cannot deadlock each other. If any call of a batch is refused with an `ERROR` (a
 //! unique-key race between two processes creating one instance, a deadlock with another kind of
 //! statement), the database has rolled the whole transaction back, and each write set of it is
-//! committed again alone, which gives each its own answer. If the connection fails, whether the
-//! batch was committed is unknown, and every write set of it answers that error, as a lone
-//! commit would.
+//! committed again alone, which gives each its own answer. If the connection fails, or the
+//! session is ended (`FATAL`), whether the batch was committed is unknown, and every write set
+//! of it answers that error, as a lone commit would.
 //!
 //! The batch runs in a task of its own, so a caller that stops waiting (its future dropped)
 //! never leaves a transaction half sent on a pooled connection.
