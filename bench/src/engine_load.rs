@@ -26,15 +26,16 @@ use tokio::sync::Barrier;
 use turnwise::clock::SystemClock;
 use turnwise::protocol::*;
 use turnwise::store::{
-    PostgresStats, PostgresStore, SqliteOptions, SqliteStats, SqliteStore, Synchronous,
+    PostgresOptions, PostgresStats, PostgresStore, SqliteOptions, SqliteStats, SqliteStore,
+    Synchronous,
 };
 use turnwise::testing::TestPostgres;
-
-/// Group commit on PostgreSQL: (`max_commit_batch`, `commit_pipelines`), set from the command
-/// line before the first store connects.
-pub(crate) static PG_COMMIT: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
 use turnwise::{Backend, Engine, EngineConfig, Error, Http};
 use turnwise_server::{router, serve, ServerOptions, Shutdown};
+
+/// The PostgreSQL stores' group-commit settings from the command line, set before the first
+/// store connects (the store's defaults when not set).
+pub(crate) static PG_OPTIONS: std::sync::OnceLock<PostgresOptions> = std::sync::OnceLock::new();
 
 use crate::alloc_count::{self, Allocations};
 use crate::stats::{mib, rss_bytes, Summary};
@@ -195,16 +196,13 @@ impl Setup {
         let mut backends = Vec::with_capacity(nodes);
         let mut servers = Vec::new();
         for _ in 0..nodes {
-            let (batch, pipelines) = *PG_COMMIT.get_or_init(|| (64, 2));
-            let store = PostgresStore::connect_with(
-                &schema.url(),
-                schema
-                    .options()
-                    .with_pool_size(32)
-                    .with_max_commit_batch(batch)
-                    .with_commit_pipelines(pipelines),
-            )
-            .await?;
+            let mut options = schema.options().with_pool_size(32);
+            if let Some(given) = PG_OPTIONS.get() {
+                options = options
+                    .with_max_commit_batch(given.max_commit_batch)
+                    .with_commit_pipelines(given.commit_pipelines);
+            }
+            let store = PostgresStore::connect_with(&schema.url(), options).await?;
             let engine = Engine::new(store.clone(), SystemClock, EngineConfig::default());
             let (backend, server) = reach(&engine, transport).await?;
             stores.push(store);
@@ -270,8 +268,6 @@ impl From<PostgresStats> for Counters {
         }
     }
 }
-
-impl Setup {}
 
 /// Serve `engine` with the turnwise server's router on 127.0.0.1 (a free port), in this
 /// process, and answer a client of it.

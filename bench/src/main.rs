@@ -155,13 +155,14 @@ struct Args {
     #[arg(long, value_name = "N", default_value = "1000", value_parser = positive)]
     alloc_turns: u64,
     /// With `--store postgres`: at most N write sets share a transaction
-    /// (`PostgresOptions::max_commit_batch`; 1 turns group commit off).
-    #[arg(long, value_name = "N", default_value = "64", value_parser = positive_usize)]
-    pg_commit_batch: usize,
+    /// (`PostgresOptions::max_commit_batch`, the store's default unless given; 1 turns group
+    /// commit off).
+    #[arg(long, value_name = "N", value_parser = positive_usize)]
+    pg_commit_batch: Option<usize>,
     /// With `--store postgres`: batched transactions in flight at once
-    /// (`PostgresOptions::commit_pipelines`).
-    #[arg(long, value_name = "N", default_value = "2", value_parser = positive_usize)]
-    pg_commit_pipelines: usize,
+    /// (`PostgresOptions::commit_pipelines`, the store's default unless given).
+    #[arg(long, value_name = "N", value_parser = positive_usize)]
+    pg_commit_pipelines: Option<usize>,
 }
 
 /// A whole number above zero.
@@ -240,13 +241,20 @@ fn run(args: &Args) -> Result<(), BoxError> {
         args.concurrency,
         dir.0.display()
     );
-    let _ = engine_load::PG_COMMIT.set((args.pg_commit_batch, args.pg_commit_pipelines));
     if args.store == StoreKind::Postgres {
+        let mut options = turnwise::store::PostgresOptions::default();
+        if let Some(n) = args.pg_commit_batch {
+            options = options.with_max_commit_batch(n);
+        }
+        if let Some(n) = args.pg_commit_pipelines {
+            options = options.with_commit_pipelines(n);
+        }
         println!(
             "group commit: at most {} write sets per transaction, {} batched transactions in \
              flight per node",
-            args.pg_commit_batch, args.pg_commit_pipelines
+            options.max_commit_batch, options.commit_pipelines
         );
+        let _ = engine_load::PG_OPTIONS.set(options);
     }
     if let Some(load) = stats::load_average() {
         println!(

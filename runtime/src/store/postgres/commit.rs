@@ -45,8 +45,6 @@ pub(super) struct Encoded {
     ns: String,
     id: String,
     expected: Option<i64>,
-    /// Its own transaction may skip the WAL flush (`synchronous_commit = off`).
-    relaxed: bool,
     delete: bool,
     workflow_type: Option<String>,
     version: Option<String>,
@@ -151,7 +149,6 @@ pub(super) fn encode(write: WriteSet, joined: bool) -> Result<Encoded, CommitErr
         ns: write.ns,
         id: write.id,
         expected,
-        relaxed: !joined && write.durability == Durability::Relaxed,
         delete,
         workflow_type,
         version,
@@ -180,6 +177,11 @@ pub(super) fn encode(write: WriteSet, joined: bool) -> Result<Encoded, CommitErr
 }
 
 impl Encoded {
+    /// Its own transaction may skip the WAL flush (`synchronous_commit = off`).
+    fn relaxed(&self) -> bool {
+        !self.joined && self.durability == Durability::Relaxed
+    }
+
     /// The commit function's parameters; `relaxed` is this write set's own, or `false` when it
     /// shares a transaction with a durable one.
     fn params<'a>(
@@ -378,9 +380,11 @@ impl PostgresStore {
         }
         // One lock order for every batch (stable: one instance's write sets keep theirs).
         batch.sort_by(|a, b| (&a.write.ns, &a.write.id).cmp(&(&b.write.ns, &b.write.id)));
-        match self.together(&client, &batch).await {
+        // Relaxed only if all are: the transaction's flush is the durable ones' too.
+        let relaxed = batch.iter().all(|w| w.write.relaxed());
+        match self.together(&client, &batch, relaxed).await {
             Together::Committed(rows) => {
-                self.count_transaction(batch.iter().all(|w| w.write.relaxed));
+                self.count_transaction(relaxed);
                 let c = &self.inner.stats;
                 c.group_commits.fetch_add(1, Ordering::Relaxed);
                 c.grouped.fetch_add(rows.len() as u64, Ordering::Relaxed);
@@ -408,13 +412,11 @@ impl PostgresStore {
     }
 
     /// Several write sets in one transaction, pipelined.
-    async fn together(&self, c: &Object, batch: &[Waiting]) -> Together {
+    async fn together(&self, c: &Object, batch: &[Waiting], relaxed: bool) -> Together {
         let statement = match c.prepare_cached(COMMIT).await {
             Ok(s) => s,
             Err(e) => return Together::Unknown(failed("prepare the commit", e)),
         };
-        // Relaxed only if all are: the transaction's flush is the durable ones' too.
-        let relaxed = batch.iter().all(|w| w.write.relaxed);
         let notices = &*self.inner.notices;
         let params: Vec<_> = batch
             .iter()
@@ -472,14 +474,12 @@ impl PostgresStore {
             .prepare_cached(COMMIT)
             .await
             .map_err(pg("prepare the commit"))?;
+        let relaxed = write.relaxed();
         let answer = c
-            .query_one(
-                &statement,
-                &write.params(&write.relaxed, &self.inner.notices),
-            )
+            .query_one(&statement, &write.params(&relaxed, &self.inner.notices))
             .await;
         if answer.is_ok() && !write.joined {
-            self.count_transaction(write.relaxed);
+            self.count_transaction(relaxed);
         }
         self.conclude(write, answer)
     }
