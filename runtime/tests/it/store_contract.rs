@@ -1624,12 +1624,7 @@ async fn postgres_group_commit_isolates_refusals() {
     let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_group").await else {
         return;
     };
-    let options = db.options().with_commit_pipelines(1);
-    let s = Arc::new(
-        PostgresStore::connect_with(&db.url(), options)
-            .await
-            .unwrap(),
-    );
+    let s = one_pipeline(&db).await;
     const N: usize = 200;
     commit_a_mixed_crowd(s.clone(), N).await;
     let stats = s.stats();
@@ -1649,6 +1644,82 @@ async fn postgres_group_commit_isolates_refusals() {
     assert!(stats.durable_transactions <= stats.transactions);
 }
 
+/// A PostgreSQL store with one pipeline of group commits, so that write sets queued together
+/// go as one batch.
+#[cfg(feature = "postgres")]
+async fn one_pipeline(db: &turnwise::testing::TestPostgres) -> Arc<PostgresStore> {
+    let options = db.options().with_commit_pipelines(1);
+    Arc::new(
+        PostgresStore::connect_with(&db.url(), options)
+            .await
+            .unwrap(),
+    )
+}
+
+/// Another session in an open transaction (`other`), which the test makes hold a row, and a
+/// session watching whom it blocks: inside a transaction `pg_stat_activity` is a snapshot taken
+/// at its first read, so the watcher has a connection of its own.
+#[cfg(feature = "postgres")]
+struct Holder {
+    other: tokio_postgres::Client,
+    watcher: tokio_postgres::Client,
+    pid: i32,
+}
+
+#[cfg(feature = "postgres")]
+impl Holder {
+    async fn begin(db: &turnwise::testing::TestPostgres) -> Self {
+        let connect = || async {
+            let (client, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            client
+        };
+        let (other, watcher) = (connect().await, connect().await);
+        let pid: i32 = other
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        // Should the test fail while a row is held, the server ends the transaction by itself,
+        // so that dropping the test's schema does not wait for it.
+        other
+            .batch_execute("SET idle_in_transaction_session_timeout = '30s'; BEGIN")
+            .await
+            .unwrap();
+        Holder {
+            other,
+            watcher,
+            pid,
+        }
+    }
+
+    /// The backend of the first session that waits on the held row (at most 20 s).
+    async fn blocked(&self, row: &str) -> i32 {
+        use std::time::{Duration, Instant};
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let found = self
+                .watcher
+                .query_opt(
+                    "SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+                    &[&self.pid],
+                )
+                .await
+                .unwrap();
+            if let Some(found) = found {
+                return found.get(0);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the batch never waited on the {row} row"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
 /// A batch the database refuses as a whole is rolled back and its write sets are committed
 /// again one by one. Here another process creates one of the batch's instances first: the
 /// batch's insert waits on that process's uncommitted row and then fails on the unique key,
@@ -1657,40 +1728,14 @@ async fn postgres_group_commit_isolates_refusals() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "current_thread")]
 async fn postgres_group_commit_retries_a_refused_batch_one_by_one() {
-    use std::time::{Duration, Instant};
-
     let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_regroup").await else {
         return;
     };
-    let options = db.options().with_commit_pipelines(1);
-    let s = Arc::new(
-        PostgresStore::connect_with(&db.url(), options)
-            .await
-            .unwrap(),
-    );
-    let (other, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    // Watched from a connection of its own: inside a transaction, `pg_stat_activity` is a
-    // snapshot taken at its first read.
-    let (watcher, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let holder: i32 = other
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let s = one_pipeline(&db).await;
+    let holder = Holder::begin(&db).await;
     let raced = inst("raced", 1);
-    // Should the test fail while the row is held, the server ends the transaction by itself,
-    // so that dropping the test's schema does not wait for it.
-    other
-        .batch_execute("SET idle_in_transaction_session_timeout = '30s'; BEGIN")
-        .await
-        .unwrap();
-    other
+    holder
+        .other
         .execute(
             "INSERT INTO instances (ns, id, workflow_type, version, revision, pending_count, \
              history_pruned_through, body) VALUES ($1, $2, $3, $4, 1, 0, 0, $5)",
@@ -1719,26 +1764,8 @@ async fn postgres_group_commit_retries_a_refused_batch_one_by_one() {
         })
         .collect();
     // Commit the other process's row once the batch waits on it.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let waiting: i64 = watcher
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
-                &[&holder],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if waiting > 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the batch never waited on the raced row"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    other.batch_execute("COMMIT").await.unwrap();
+    holder.blocked("raced").await;
+    holder.other.batch_execute("COMMIT").await.unwrap();
 
     for (id, task) in ids.iter().zip(tasks) {
         let result = task.await.unwrap();
@@ -1773,37 +1800,16 @@ async fn postgres_group_commit_retries_a_refused_batch_one_by_one() {
 #[cfg(feature = "postgres")]
 #[tokio::test(flavor = "current_thread")]
 async fn postgres_group_commit_answers_errors_when_its_connection_dies() {
-    use std::time::{Duration, Instant};
-
     let Some(db) = turnwise::testing::TestPostgres::start("store_contract_pg_cut").await else {
         return;
     };
-    let options = db.options().with_commit_pipelines(1);
-    let s = Arc::new(
-        PostgresStore::connect_with(&db.url(), options)
-            .await
-            .unwrap(),
-    );
+    let s = one_pipeline(&db).await;
     ok(&*s, create(inst("held", 1), vec![turn(1, "m1")])).await;
-    let connect = || async {
-        let (client, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        client
-    };
-    let (other, watcher) = (connect().await, connect().await);
-    let holder: i32 = other
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
     // Hold `held`'s row, so that the batch waits on it with its transaction open.
-    other
-        .batch_execute(
-            "SET idle_in_transaction_session_timeout = '30s'; BEGIN; \
-             SELECT 1 FROM instances WHERE id = 'held' FOR UPDATE",
-        )
+    let holder = Holder::begin(&db).await;
+    holder
+        .other
+        .batch_execute("SELECT 1 FROM instances WHERE id = 'held' FOR UPDATE")
         .await
         .unwrap();
 
@@ -1822,25 +1828,9 @@ async fn postgres_group_commit_answers_errors_when_its_connection_dies() {
             (id, tokio::spawn(async move { s.commit(w).await }))
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let waiting = loop {
-        let row = watcher
-            .query_opt(
-                "SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
-                &[&holder],
-            )
-            .await
-            .unwrap();
-        if let Some(row) = row {
-            break row.get::<_, i32>(0);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the batch never waited on the held row"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    let cut: bool = watcher
+    let waiting = holder.blocked("held").await;
+    let cut: bool = holder
+        .watcher
         .query_one("SELECT pg_terminate_backend($1)", &[&waiting])
         .await
         .unwrap()
@@ -1856,7 +1846,7 @@ async fn postgres_group_commit_answers_errors_when_its_connection_dies() {
             "{id}: the error says the batch failed: {err}"
         );
     }
-    other.batch_execute("COMMIT").await.unwrap();
+    holder.other.batch_execute("COMMIT").await.unwrap();
     for i in 0..6 {
         let id = format!("c{i}");
         assert_eq!(load(&*s, &id).await, None, "{id} was not written");
