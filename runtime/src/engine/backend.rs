@@ -596,6 +596,48 @@ impl Backend for Engine {
         self.put_signal(&req).await
     }
 
+    async fn checkpoint_then_operation(
+        &self,
+        save: CheckpointRequest,
+        next: OperationRequest,
+    ) -> Result<Result<Value>> {
+        let checked = self.check_operation(&next);
+        if checked.is_err() || save.lease != next.lease {
+            // Refused before any read, or on another lease: the two calls apart.
+            self.checkpoint_as(save, rules::ack).await?;
+            return Ok(match checked {
+                Err(e) => Err(e),
+                Ok(()) => self.operation_cursor(next).await,
+            });
+        }
+        self.save_then(save, rules::operation_cursor, |inst, turn, now| {
+            decide_operation(&next, inst, turn, now)
+        })
+        .await
+    }
+
+    async fn checkpoint_then_complete(
+        &self,
+        save: CheckpointRequest,
+        done: CompleteRequest,
+    ) -> Result<Result<()>> {
+        let digest = match self.check_complete(&done) {
+            Ok(digest) if save.lease == done.lease => digest,
+            checked => {
+                self.checkpoint_as(save, rules::ack).await?;
+                return Ok(match checked {
+                    Err(e) => Err(e),
+                    Ok(_) => self.complete_ack(done).await,
+                });
+            }
+        };
+        let limits = &self.inner.config.limits;
+        self.save_then(save, rules::ack, |inst, turn, now| {
+            decide_complete(&done, &digest, limits, inst, turn, now)
+        })
+        .await
+    }
+
     async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
         self.complete_as(req, rules::turn_view).await
     }
@@ -837,6 +879,15 @@ impl Engine {
         req: OperationRequest,
         answer: fn(&InstanceRecord, &TurnRecord) -> T,
     ) -> Result<T> {
+        self.check_operation(&req)?;
+        self.on_turn(&req.lease, answer, |inst, turn, now| {
+            decide_operation(&req, inst, turn, now)
+        })
+        .await
+    }
+
+    /// What the operation route checks before it reads anything.
+    fn check_operation(&self, req: &OperationRequest) -> Result<()> {
         validate::identifier("key", &req.key)?;
         let timeout = OPERATION_TIMEOUT;
         validate::range("timeout_ms", req.timeout_ms, timeout.min, timeout.max)?;
@@ -844,41 +895,7 @@ impl Engine {
             let min = HEARTBEAT_TIMEOUT_MIN_MS;
             validate::range("heartbeat_timeout_ms", hb, min, req.timeout_ms)?;
         }
-        steps_limit(req.position, self.inner.config.limits.steps_per_turn)?;
-        self.on_turn(&req.lease, answer, |inst, turn, now| {
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
-            let same = turn.operation.as_ref().is_some_and(|op| {
-                op.key == req.key
-                    && op.kind == req.kind
-                    && op.timeout_ms == req.timeout_ms
-                    && op.heartbeat_timeout_ms == req.heartbeat_timeout_ms
-            });
-            if same && req.position as usize == turn.steps.len() {
-                return Ok(Decision::Answer);
-            }
-            next_position(&inst.id, turn, req.position, &req.key)?;
-            let carried = [turn.operation.as_ref(), turn.last_operation.as_ref()]
-                .into_iter()
-                .flatten()
-                .find(|op| op.key == req.key)
-                .map_or(Value::Null, |op| op.checkpoint.clone());
-            turn.operation = Some(TurnOperation {
-                key: req.key.clone(),
-                kind: req.kind,
-                attempt: turn.attempt,
-                started_at_ms: now,
-                timeout_ms: req.timeout_ms,
-                deadline_ms: now.saturating_add(req.timeout_ms as Millis),
-                last_heartbeat_ms: now,
-                sequence: 0,
-                details: Value::Null,
-                checkpoint: carried,
-                heartbeat_timeout_ms: req.heartbeat_timeout_ms,
-            });
-            rules::touch(turn, now);
-            Ok(Decision::Write(Relaxed, Vec::new()))
-        })
-        .await
+        steps_limit(req.position, self.inner.config.limits.steps_per_turn)
     }
 
     /// The progress route, answering what `answer` takes from the turn as decided.
@@ -931,6 +948,16 @@ impl Engine {
         req: CheckpointRequest,
         answer: fn(&InstanceRecord, &TurnRecord) -> T,
     ) -> Result<T> {
+        self.check_checkpoint(&req)?;
+        let limits = &self.inner.config.limits;
+        self.on_turn(&req.lease, answer, |inst, turn, now| {
+            decide_checkpoint(&req, limits, inst, turn, now)
+        })
+        .await
+    }
+
+    /// What the checkpoint route checks before it reads anything.
+    fn check_checkpoint(&self, req: &CheckpointRequest) -> Result<()> {
         let limits = &self.inner.config.limits;
         validate::identifier("key", &req.key)?;
         match (req.kind, req.delay_ms) {
@@ -964,46 +991,7 @@ impl Engine {
             (CheckpointKind::Step, None) => {}
         }
         validate::size("output", &req.output, limits.output_bytes)?;
-        steps_limit(req.position, limits.steps_per_turn)?;
-        self.on_turn(&req.lease, answer, |inst, turn, now| {
-            let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
-                && turn.steps.get(req.position as usize).is_some_and(|s| {
-                    s.key == req.key
-                        && s.kind == req.kind
-                        && s.output == req.output
-                        && s.delay_ms == req.delay_ms
-                });
-            if repeat {
-                return Ok(Decision::Answer);
-            }
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
-            next_position(&inst.id, turn, req.position, &req.key)?;
-            let mut step = StepCheckpoint {
-                key: req.key.clone(),
-                kind: req.kind,
-                output: req.output.clone(),
-                at_ms: now,
-                delay_ms: None,
-                signal_name: None,
-                wake_at_ms: None,
-            };
-            if let Some(delay) = req.delay_ms {
-                let wake = now.saturating_add(delay as Millis);
-                step.delay_ms = Some(delay);
-                step.wake_at_ms = Some(wake);
-                rules::release(turn, now, RunEnd::Sleeping);
-                turn.status = TurnStatus::Waiting;
-                turn.ready_at_ms = wake;
-                turn.resume = true;
-            }
-            turn.steps.push(step);
-            turn.operation = None;
-            turn.last_operation = None;
-            rules::touch(turn, now);
-            turn_size(turn, limits.turn_bytes)?;
-            Ok(Decision::Write(Durable, Vec::new()))
-        })
-        .await
+        steps_limit(req.position, limits.steps_per_turn)
     }
 
     /// The complete route, answering what `answer` takes from the turn as decided.
@@ -1012,6 +1000,16 @@ impl Engine {
         req: CompleteRequest,
         answer: fn(&InstanceRecord, &TurnRecord) -> T,
     ) -> Result<T> {
+        let digest = self.check_complete(&req)?;
+        let limits = &self.inner.config.limits;
+        self.on_turn(&req.lease, answer, |inst, turn, now| {
+            decide_complete(&req, &digest, limits, inst, turn, now)
+        })
+        .await
+    }
+
+    /// What the complete route checks before it reads anything; the completion's digest.
+    fn check_complete(&self, req: &CompleteRequest) -> Result<String> {
         let limits = &self.inner.config.limits;
         validate::size("state", &req.state, limits.state_bytes)?;
         validate::size("result", &req.result, limits.result_bytes)?;
@@ -1019,57 +1017,44 @@ impl Engine {
             validate::size("continuation.message", &c.message, limits.message_bytes)?;
         }
         check_results(req.results.as_ref())?;
-        let digest = rules::completion_digest(
+        Ok(rules::completion_digest(
             &req.state,
             &req.result,
             req.continuation.as_ref().map(|c| &c.message),
-        );
-        self.on_turn(&req.lease, answer, |inst, turn, now| {
-            if turn.token.as_deref() == Some(req.lease.token.as_str())
-                && turn.completion_digest.as_deref() == Some(digest.as_str())
-            {
-                return Ok(Decision::Answer);
+        ))
+    }
+
+    /// Save step `save` and make one more decision on the same turn, `then`, in one commit,
+    /// answering what `answer` takes from the turn as both decided. The outer error is the
+    /// checkpoint's (nothing written). Where `then` refuses, the checkpoint is committed alone
+    /// and `then`'s refusal is the inner error, as if the two calls were made apart.
+    async fn save_then<T>(
+        &self,
+        save: CheckpointRequest,
+        answer: fn(&InstanceRecord, &TurnRecord) -> T,
+        mut then: impl FnMut(&mut InstanceRecord, &mut TurnRecord, Millis) -> Result<Decision>,
+    ) -> Result<Result<T>> {
+        self.check_checkpoint(&save)?;
+        let limits = &self.inner.config.limits;
+        let mut refused = false;
+        let both = self
+            .on_turn(&save.lease, answer, |inst, turn, now| {
+                refused = false;
+                let saved = decide_checkpoint(&save, limits, inst, turn, now)?;
+                // `then` may have changed the records before refusing: the whole decision is
+                // dropped, and the checkpoint is made again on its own below.
+                let then = then(inst, turn, now).inspect_err(|_| refused = true)?;
+                Ok(saved.and(then))
+            })
+            .await;
+        match both {
+            Ok(answered) => Ok(Ok(answered)),
+            Err(e) if refused => {
+                self.checkpoint_as(save, rules::ack).await?;
+                Ok(Err(e))
             }
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
-            let mut extra = Vec::new();
-            if let Some(c) = &req.continuation {
-                let number = inst.next_turn;
-                let mut origin = MessageOrigin::new(names::CONTINUATION_ORIGIN_KIND);
-                origin.fields.insert("turn".into(), json!(turn.number));
-                origin
-                    .fields
-                    .insert("message_id".into(), json!(turn.message_id));
-                let next = new_turn(
-                    inst,
-                    number,
-                    format!("{}{}", names::CONTINUATION_ID_PREFIX, turn.number),
-                    c.message.clone(),
-                    Some(origin),
-                    now,
-                );
-                let mut next = next;
-                next.traceparent = turn.traceparent.clone();
-                inst.next_turn += 1;
-                inst.pending.push(number);
-                turn.continued_to = Some(number);
-                extra.push(next);
-            }
-            if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
-                run.usage = Some(usage.clone());
-            }
-            turn.result = req.result.clone();
-            turn.state_after = req.state.clone();
-            turn.completion_digest = Some(digest.clone());
-            turn.resume = false;
-            rules::finish(inst, turn, TurnStatus::Completed, now);
-            if let Some(ending) = turn.run_ending.as_mut() {
-                ending.results = req.results.clone();
-            }
-            turn_size(turn, limits.turn_bytes)?;
-            inst.state = req.state.clone();
-            Ok(Decision::Write(Durable, extra))
-        })
-        .await
+            Err(e) => Err(e),
+        }
     }
 
     /// The heartbeat route, answering what `answer` takes from the turn as decided.
@@ -1169,4 +1154,147 @@ impl Engine {
             }
         }
     }
+}
+
+/// The operation route's decision on the leased turn: open step `req.key` at the next
+/// position, carrying the cursor an earlier attempt of it saved. Changes nothing when it
+/// refuses.
+fn decide_operation(
+    req: &OperationRequest,
+    inst: &mut InstanceRecord,
+    turn: &mut TurnRecord,
+    now: Millis,
+) -> Result<Decision> {
+    rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+    let same = turn.operation.as_ref().is_some_and(|op| {
+        op.key == req.key
+            && op.kind == req.kind
+            && op.timeout_ms == req.timeout_ms
+            && op.heartbeat_timeout_ms == req.heartbeat_timeout_ms
+    });
+    if same && req.position as usize == turn.steps.len() {
+        return Ok(Decision::Answer);
+    }
+    next_position(&inst.id, turn, req.position, &req.key)?;
+    let carried = [turn.operation.as_ref(), turn.last_operation.as_ref()]
+        .into_iter()
+        .flatten()
+        .find(|op| op.key == req.key)
+        .map_or(Value::Null, |op| op.checkpoint.clone());
+    turn.operation = Some(TurnOperation {
+        key: req.key.clone(),
+        kind: req.kind,
+        attempt: turn.attempt,
+        started_at_ms: now,
+        timeout_ms: req.timeout_ms,
+        deadline_ms: now.saturating_add(req.timeout_ms as Millis),
+        last_heartbeat_ms: now,
+        sequence: 0,
+        details: Value::Null,
+        checkpoint: carried,
+        heartbeat_timeout_ms: req.heartbeat_timeout_ms,
+    });
+    rules::touch(turn, now);
+    Ok(Decision::Write(Relaxed, Vec::new()))
+}
+
+/// The checkpoint route's decision on the leased turn: save the step (or the sleep, releasing
+/// the turn until it is due) at the next position.
+fn decide_checkpoint(
+    req: &CheckpointRequest,
+    limits: &Limits,
+    inst: &mut InstanceRecord,
+    turn: &mut TurnRecord,
+    now: Millis,
+) -> Result<Decision> {
+    let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
+        && turn.steps.get(req.position as usize).is_some_and(|s| {
+            s.key == req.key
+                && s.kind == req.kind
+                && s.output == req.output
+                && s.delay_ms == req.delay_ms
+        });
+    if repeat {
+        return Ok(Decision::Answer);
+    }
+    rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+    next_position(&inst.id, turn, req.position, &req.key)?;
+    let mut step = StepCheckpoint {
+        key: req.key.clone(),
+        kind: req.kind,
+        output: req.output.clone(),
+        at_ms: now,
+        delay_ms: None,
+        signal_name: None,
+        wake_at_ms: None,
+    };
+    if let Some(delay) = req.delay_ms {
+        let wake = now.saturating_add(delay as Millis);
+        step.delay_ms = Some(delay);
+        step.wake_at_ms = Some(wake);
+        rules::release(turn, now, RunEnd::Sleeping);
+        turn.status = TurnStatus::Waiting;
+        turn.ready_at_ms = wake;
+        turn.resume = true;
+    }
+    turn.steps.push(step);
+    turn.operation = None;
+    turn.last_operation = None;
+    rules::touch(turn, now);
+    turn_size(turn, limits.turn_bytes)?;
+    Ok(Decision::Write(Durable, Vec::new()))
+}
+
+/// The complete route's decision on the leased turn: finish it with the new state and reply,
+/// appending the continuation's turn, if any, as an extra record.
+fn decide_complete(
+    req: &CompleteRequest,
+    digest: &str,
+    limits: &Limits,
+    inst: &mut InstanceRecord,
+    turn: &mut TurnRecord,
+    now: Millis,
+) -> Result<Decision> {
+    if turn.token.as_deref() == Some(req.lease.token.as_str())
+        && turn.completion_digest.as_deref() == Some(digest)
+    {
+        return Ok(Decision::Answer);
+    }
+    rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+    let mut extra = Vec::new();
+    if let Some(c) = &req.continuation {
+        let number = inst.next_turn;
+        let mut origin = MessageOrigin::new(names::CONTINUATION_ORIGIN_KIND);
+        origin.fields.insert("turn".into(), json!(turn.number));
+        origin
+            .fields
+            .insert("message_id".into(), json!(turn.message_id));
+        let mut next = new_turn(
+            inst,
+            number,
+            format!("{}{}", names::CONTINUATION_ID_PREFIX, turn.number),
+            c.message.clone(),
+            Some(origin),
+            now,
+        );
+        next.traceparent = turn.traceparent.clone();
+        inst.next_turn += 1;
+        inst.pending.push(number);
+        turn.continued_to = Some(number);
+        extra.push(next);
+    }
+    if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
+        run.usage = Some(usage.clone());
+    }
+    turn.result = req.result.clone();
+    turn.state_after = req.state.clone();
+    turn.completion_digest = Some(digest.to_owned());
+    turn.resume = false;
+    rules::finish(inst, turn, TurnStatus::Completed, now);
+    if let Some(ending) = turn.run_ending.as_mut() {
+        ending.results = req.results.clone();
+    }
+    turn_size(turn, limits.turn_bytes)?;
+    inst.state = req.state.clone();
+    Ok(Decision::Write(Durable, extra))
 }

@@ -121,6 +121,22 @@ pub(super) enum Decision {
     Write(Durability, Vec<TurnRecord>),
 }
 
+impl Decision {
+    /// This decision followed by `then` on the same records: one write, durable when either
+    /// is, with the extra turns of both.
+    pub(super) fn and(self, then: Decision) -> Decision {
+        match (self, then) {
+            (Decision::Answer, d) | (d, Decision::Answer) => d,
+            (Decision::Write(a, mut extra), Decision::Write(b, more)) => {
+                extra.extend(more);
+                let durable = a == Durability::Durable || b == Durability::Durable;
+                let durability = if durable { Durability::Durable } else { a };
+                Decision::Write(durability, extra)
+            }
+        }
+    }
+}
+
 impl Engine {
     /// Read the instance and turn a lease names. Where either does not exist (deleted,
     /// pruned, or never there) no token holds the turn: the answer is `turn_lease_lost`, the

@@ -120,6 +120,39 @@ pub trait Backend: Send + Sync {
         self.heartbeat(lease).await.map(drop)
     }
 
+    // Chained worker writes. A worker that has just finished a step goes straight on to the
+    // next step or to the turn's completion; these save the step and make that next call in
+    // one go. The defaults make the two calls one after the other; the embedded engine decides
+    // both on the same turn and writes them in one commit. The conformance cases `chained::*`
+    // hold every backend to the writes and refusals of the two calls made apart.
+
+    /// Save a step, then start the next one on the same lease: [`Backend::checkpoint_ack`]
+    /// then [`Backend::operation_cursor`], answering the new step's resume cursor.
+    ///
+    /// The outer error is the checkpoint's, and nothing was written. The inner one is the
+    /// operation's: the checkpoint was saved, and the next step was not started.
+    async fn checkpoint_then_operation(
+        &self,
+        save: CheckpointRequest,
+        next: OperationRequest,
+    ) -> Result<Result<serde_json::Value>> {
+        self.checkpoint_ack(save).await?;
+        Ok(self.operation_cursor(next).await)
+    }
+    /// Save a step, then complete the turn on the same lease: [`Backend::checkpoint_ack`]
+    /// then [`Backend::complete_ack`].
+    ///
+    /// The outer error is the checkpoint's, and nothing was written. The inner one is the
+    /// completion's: the checkpoint was saved, and the turn was not completed.
+    async fn checkpoint_then_complete(
+        &self,
+        save: CheckpointRequest,
+        done: CompleteRequest,
+    ) -> Result<Result<()>> {
+        self.checkpoint_ack(save).await?;
+        Ok(self.complete_ack(done).await)
+    }
+
     /// Read run summaries ([`WorkflowRun`]): one page, newest first, of one instance's runs
     /// (`query.id`) or of every run of the namespace. Each attempt of a turn is a run.
     async fn runs(&self, query: RunsQuery) -> Result<RunPage>;
@@ -268,6 +301,20 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     async fn heartbeat_ack(&self, lease: Lease) -> Result<()> {
         (**self).heartbeat_ack(lease).await
+    }
+    async fn checkpoint_then_operation(
+        &self,
+        save: CheckpointRequest,
+        next: OperationRequest,
+    ) -> Result<Result<serde_json::Value>> {
+        (**self).checkpoint_then_operation(save, next).await
+    }
+    async fn checkpoint_then_complete(
+        &self,
+        save: CheckpointRequest,
+        done: CompleteRequest,
+    ) -> Result<Result<()>> {
+        (**self).checkpoint_then_complete(save, done).await
     }
     async fn runs(&self, query: RunsQuery) -> Result<RunPage> {
         (**self).runs(query).await

@@ -26,7 +26,7 @@ use crate::protocol::backend::Backend;
 use crate::protocol::error::Error;
 use crate::protocol::*;
 use crate::sdk::codec;
-use crate::sdk::context::{Interrupt, Turn, TurnShared, MAX_STEPS};
+use crate::sdk::context::{checkpoint_of, Interrupt, Turn, TurnShared, MAX_STEPS};
 use crate::sdk::workflow::{TurnError, Workflow, WorkflowError};
 use crate::trace::TraceContext;
 
@@ -539,10 +539,14 @@ impl Worker {
                 steps_max: task
                     .steps_max
                     .map_or(MAX_STEPS, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+                held: Default::default(),
             });
             let every = Duration::from_millis((task.lease_ms / 3).max(20));
             let beat_timeout = Duration::from_millis((task.lease_ms / 3).max(50));
-            let mut fut = CatchPanic(workflow.run(shared, task));
+            let mut fut = CatchPanic(SendHeldWhenWaiting {
+                shared: shared.clone(),
+                fut: workflow.run(shared.clone(), task),
+            });
             let mut next_beat = Instant::now() + every;
             enum End {
                 Finished(Result<Finished, TurnError>),
@@ -578,19 +582,30 @@ impl Worker {
             drop(fut);
             match end {
                 End::Interrupted(why) => {
+                    if !matches!(why, Some(Interrupt::Lost(_))) {
+                        // A step saved just before the interruption is still the attempt's.
+                        let _ = shared.flush_held().await;
+                    }
                     tracing::debug!(?why, "attempt ended without an answer");
                     Some("interrupted")
                 }
                 End::Release => {
-                    self.release_lease(lease).await;
+                    if shared.flush_held().await.is_ok() {
+                        self.release_lease(lease).await;
+                    }
                     Some("released")
                 }
                 End::Finished(Ok(done)) => {
-                    self.complete(lease, done).await;
+                    self.complete(&shared, lease, done).await;
                     Some("completed")
                 }
                 End::Finished(Err(e)) => {
-                    self.fail(lease, e).await;
+                    // The steps the attempt finished are saved before it fails, so a retry
+                    // replays them; a checkpoint refused here is reported instead of `e`.
+                    match shared.flush_held().await {
+                        Ok(()) => self.fail(lease, e).await,
+                        Err(refused) => self.fail(lease, refused).await,
+                    }
                     Some("failed")
                 }
             }
@@ -617,7 +632,7 @@ impl Worker {
         }
     }
 
-    async fn complete(&self, lease: Lease, done: Finished) {
+    async fn complete(&self, shared: &TurnShared, lease: Lease, done: Finished) {
         let req = CompleteRequest {
             lease: lease.clone(),
             state: done.state,
@@ -626,7 +641,26 @@ impl Worker {
             usage: None,
             results: None,
         };
-        match self.backend.complete_ack(req).await {
+        // The last step's checkpoint, if still held, goes with the completion.
+        let held = match shared.take_held().await {
+            Ok(held) => held,
+            Err(e) => return self.fail(lease, e).await,
+        };
+        let completed = match held {
+            None => self.backend.complete_ack(req).await,
+            Some(save) => {
+                let key = save.key.clone();
+                match self.backend.checkpoint_then_complete(save, req).await {
+                    Ok(completed) => completed,
+                    Err(e) => {
+                        // Lease loss never returns from `refused`: nothing more is sent.
+                        let e = shared.refused(&checkpoint_of(&key), e).await;
+                        return self.fail(lease, e).await;
+                    }
+                }
+            }
+        };
+        match completed {
             Ok(_) => tracing::debug!("turn completed"),
             Err(e) if e.is_lease_lost() => {
                 tracing::debug!(error = %e, "turn lost before completing")
@@ -669,6 +703,28 @@ impl Worker {
                 tracing::warn!(error = %e, "reporting the failure failed; the lease will expire")
             }
         }
+    }
+}
+
+/// A handler future that sends a held step checkpoint on its own whenever the handler waits
+/// (see [`Held`](crate::sdk::context::Held)): a step is never held across a wait.
+struct SendHeldWhenWaiting<F> {
+    shared: Arc<TurnShared>,
+    fut: F,
+}
+
+impl<F: Future + Unpin> Future for SendHeldWhenWaiting<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let poll = Pin::new(&mut self.fut).poll(cx);
+        if poll.is_pending() {
+            self.shared.send_held();
+        }
+        poll
     }
 }
 

@@ -10,7 +10,7 @@
 pub(crate) mod step;
 mod turn;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use crate::clock::Clock;
 use crate::protocol::backend::Backend;
 use crate::protocol::error::Error;
-use crate::protocol::Lease;
+use crate::protocol::{CheckpointRequest, Lease};
 use crate::sdk::outcome::TurnError;
 
 pub use step::{BoxStepFn, BoxStepFuture, Resumable, StepCtx, StepOptions};
@@ -59,9 +59,82 @@ pub(crate) struct TurnShared {
     pub(crate) clock: Arc<dyn Clock>,
     /// The most durable calls the turn may hold: the claim's `steps_max`, else [`MAX_STEPS`].
     pub(crate) steps_max: usize,
+    /// A finished step's checkpoint not sent yet (see [`Held`]).
+    pub(crate) held: Mutex<Held>,
+}
+
+/// A finished step's checkpoint on its way to the backend.
+///
+/// A step's output is not sent the moment the step returns: it goes with the durable call
+/// that follows, the next step's operation ([`Backend::checkpoint_then_operation`]) or the
+/// turn's completion ([`Backend::checkpoint_then_complete`]), which the embedded engine writes
+/// as one commit instead of two. It is never held across a wait: when the handler's future
+/// waits on anything but the backend, the driver sends it on its own ([`TurnShared::send_held`]),
+/// and every other durable call (a sleep, a signal wait, a parallel group, a child) sends it
+/// first ([`TurnShared::flush_held`]). So a step is saved before the handler next waits on
+/// anything, and before any later durable call.
+#[derive(Default)]
+pub(crate) enum Held {
+    /// Nothing held.
+    #[default]
+    Nothing,
+    /// A step's checkpoint, held for the next durable call.
+    Step(CheckpointRequest),
+    /// A step's checkpoint being sent on its own: the task sending it, and the step's key.
+    Sending(tokio::task::JoinHandle<Result<(), Error>>, String),
 }
 
 impl TurnShared {
+    /// Hold a finished step's checkpoint for the next durable call.
+    pub(crate) fn hold(&self, save: CheckpointRequest) {
+        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = Held::Step(save);
+    }
+
+    /// The handler waits on something: send a held checkpoint now, on its own (the next
+    /// durable call waits for it).
+    pub(crate) fn send_held(&self) {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if !matches!(*held, Held::Step(_)) {
+            return;
+        }
+        let Held::Step(save) = std::mem::take(&mut *held) else {
+            return;
+        };
+        let key = save.key.clone();
+        let backend = self.backend.clone();
+        let task = tokio::spawn(async move { backend.checkpoint_ack(save).await });
+        *held = Held::Sending(task, key);
+    }
+
+    /// The held checkpoint, to send with the next durable call: `None` when nothing is held
+    /// or it was sent on its own (then after its answer: a refusal is the step's).
+    pub(crate) async fn take_held(&self) -> Result<Option<CheckpointRequest>, TurnError> {
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()));
+        match held {
+            Held::Nothing => Ok(None),
+            Held::Step(save) => Ok(Some(save)),
+            Held::Sending(task, key) => {
+                // The task ends only by answering, unless the runtime is shutting down.
+                let sent = task.await.unwrap_or_else(|e| {
+                    Err(Error::transport(format!("sending the checkpoint ended early: {e}")))
+                });
+                self.check(&checkpoint_of(&key), sent).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Send a held checkpoint on its own, and wait for its answer: before a durable call that
+    /// cannot carry it.
+    pub(crate) async fn flush_held(&self) -> Result<(), TurnError> {
+        let Some(save) = self.take_held().await? else {
+            return Ok(());
+        };
+        let key = save.key.clone();
+        let sent = self.backend.checkpoint_ack(save).await;
+        self.check(&checkpoint_of(&key), sent).await
+    }
+
     /// Stop the attempt with `why` and never return: the driver drops the handler future.
     pub(crate) async fn stop(&self, why: Interrupt) -> ! {
         self.interrupt.send_if_modified(|slot| {
@@ -107,4 +180,9 @@ pub(super) async fn sleep_until_opt(at: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
+}
+
+/// What a step's checkpoint is called in errors: ``step `key`: its checkpoint``.
+pub(crate) fn checkpoint_of(key: &str) -> String {
+    format!("step `{key}`: its checkpoint")
 }

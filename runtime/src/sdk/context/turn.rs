@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::{sleep_until_opt, Interrupt, StepCtx, StepOptions, TurnShared};
+use super::{checkpoint_of, sleep_until_opt, Interrupt, StepCtx, StepOptions, TurnShared};
 use crate::protocol::validate;
 use crate::protocol::*;
 use crate::sdk::codec;
@@ -199,27 +199,19 @@ impl<W: Workflow> Turn<W> {
         }
         let position = (self.position - 1) as u32;
         let timeout_ms = options.timeout.as_millis() as u64;
-        let op = self
-            .shared
-            .backend
-            .operation_cursor(OperationRequest {
-                lease: self.shared.lease.clone(),
-                position,
-                key: key.clone(),
-                kind: options.kind,
-                timeout_ms,
-                heartbeat_timeout_ms: options.heartbeat_timeout.map(|d| d.as_millis() as u64),
-            })
-            .await;
-        // The labels of refusals are made only for a refusal.
-        let op = match op {
-            Ok(op) => op,
-            Err(e) => {
-                let what = format!("{what}: the operation");
-                return Err(self.shared.refused(&what, e).await);
-            }
-        };
-        let cursor = op;
+        let cursor = self
+            .start_step(
+                OperationRequest {
+                    lease: self.shared.lease.clone(),
+                    position,
+                    key: key.clone(),
+                    kind: options.kind,
+                    timeout_ms,
+                    heartbeat_timeout_ms: options.heartbeat_timeout.map(|d| d.as_millis() as u64),
+                },
+                &what,
+            )
+            .await?;
         let (ctx, writer) =
             StepCtx::start(self.shared.clone(), &key, cursor, options.heartbeat_timeout);
         let deadline = Instant::now() + options.timeout;
@@ -257,17 +249,34 @@ impl<W: Workflow> Turn<W> {
         }
         let (encoded, decoded) = codec::encode_verified(&W::Codec::default(), &what, &value)
             .map_err(|e| TurnError::Permanent(e.into()))?;
-        let saved = self
-            .shared
-            .backend
-            .checkpoint_ack(self.step_checkpoint(position, &key, &encoded))
-            .await;
-        if let Err(e) = saved {
-            let what = format!("{what}: its checkpoint");
-            return Err(self.shared.refused(&what, e).await);
-        }
+        // Sent with the next durable call (see `Held`).
+        self.shared
+            .hold(self.step_checkpoint(position, &key, &encoded));
         self.remember_step(key, encoded);
         Ok(decoded)
+    }
+
+    /// Start a step with `op`, saving a held step's checkpoint in the same call.
+    async fn start_step(&self, op: OperationRequest, what: &str) -> Result<Value, TurnError> {
+        let started = match self.shared.take_held().await? {
+            None => self.shared.backend.operation_cursor(op).await,
+            Some(save) => {
+                let key = save.key.clone();
+                let both = self.shared.backend.checkpoint_then_operation(save, op).await;
+                match both {
+                    Ok(started) => started,
+                    Err(e) => return Err(self.shared.refused(&checkpoint_of(&key), e).await),
+                }
+            }
+        };
+        match started {
+            Ok(cursor) => Ok(cursor),
+            // The labels of refusals are made only for a refusal.
+            Err(e) => {
+                let what = format!("{what}: the operation");
+                Err(self.shared.refused(&what, e).await)
+            }
+        }
     }
 
     /// A transactional step (PostgreSQL engines only): run `f` with a database
@@ -353,22 +362,18 @@ impl<W: Workflow> Turn<W> {
             },
         };
         let options = StepOptions::default();
-        let op = self
-            .shared
-            .backend
-            .operation_cursor(OperationRequest {
+        self.start_step(
+            OperationRequest {
                 lease: self.shared.lease.clone(),
                 position,
                 key: key.clone(),
                 kind: options.kind,
                 timeout_ms: options.timeout.as_millis() as u64,
                 heartbeat_timeout_ms: None,
-            })
-            .await;
-        if let Err(e) = op {
-            let what = format!("{what}: the operation");
-            return Err(self.shared.refused(&what, e).await);
-        }
+            },
+            &what,
+        )
+        .await?;
         let joined = store
             .begin_joined()
             .await
@@ -483,6 +488,7 @@ impl<W: Workflow> Turn<W> {
             return Ok(());
         }
         let position = (self.position - 1) as u32;
+        self.shared.flush_held().await?;
         self.shared.heartbeats.send_replace(false);
         let r = self
             .shared
@@ -552,6 +558,7 @@ impl<W: Workflow> Turn<W> {
         timeout_ms: u64,
         what: &str,
     ) -> Result<Value, TurnError> {
+        self.shared.flush_held().await?;
         self.shared.heartbeats.send_replace(false);
         let r = self
             .shared

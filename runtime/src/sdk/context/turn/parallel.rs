@@ -445,6 +445,8 @@ impl<W: Workflow> Turn<W> {
             outputs.push(old.map(|old| old.output));
         }
         let first_new = outputs.iter().position(Option::is_none).unwrap_or(n);
+        // The members save their own operations and checkpoints: a held step goes first.
+        self.shared.flush_held().await?;
 
         let mut bodies: Vec<Option<MemberFuture<'a>>> = (0..n).map(|_| None).collect();
         for (i, (key, options)) in plan.iter().enumerate().skip(first_new) {
