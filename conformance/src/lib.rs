@@ -4,7 +4,7 @@
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
 //! [`control`], [`limits`], [`parallel`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
-//! [`outcomes`], [`schedules`], [`validation`], [`brief`]). A case
+//! [`outcomes`], [`schedules`], [`validation`], [`brief`], [`chained`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
 //! After every refusal it re-reads the instance to prove nothing was written.
@@ -31,6 +31,7 @@ pub mod values;
 
 pub mod admission;
 pub mod brief;
+pub mod chained;
 pub mod children;
 pub mod claims;
 pub mod control;
@@ -212,6 +213,10 @@ macro_rules! conformance_tests {
             brief {
                 brief_calls_write_as_full_ones,
                 brief_calls_refuse_as_full_ones,
+            }
+            chained {
+                chained_calls_write_as_apart,
+                chained_calls_refuse_as_apart,
             }
             idempotence {
                 checkpoint_step_repeat,

@@ -416,12 +416,14 @@ async fn a_cancelled_turn_stops_silently() {
         .unwrap()
         .unwrap());
 
-    // The checkpoint got 409 turn_lease_lost: nothing after the step ran, no failure was sent.
+    // The step's checkpoint travels with the completion (the handler's code after the step
+    // ran, as code between durable calls may, and wrote nothing); the checkpoint got 409
+    // turn_lease_lost: nothing was saved and no failure was sent.
     let t = h.turn(1).await.unwrap();
     assert_eq!(t.status, TurnStatus::Cancelled, "{t:?}");
     assert!(t.steps.is_empty());
     assert_eq!(t.error, None);
-    assert_eq!(wf.gate.after.load(SeqCst), 0);
+    assert_eq!(wf.gate.after.load(SeqCst), 1);
     assert_eq!(h.state().await.unwrap(), 0);
 }
 
@@ -442,7 +444,8 @@ async fn a_lease_lost_to_expiry_stops_the_late_holder_silently() {
     let t = h.turn(1).await.unwrap();
     assert_eq!((t.status, t.attempt), (TurnStatus::Completed, 2), "{t:?}");
 
-    // The first holder's late checkpoint is refused over HTTP, and it stops without a word.
+    // The first holder's late checkpoint (sent with its completion, after its code after the
+    // step ran) is refused over HTTP, and it stops without a word.
     wf.gate.open.notify_one();
     assert!(tokio::time::timeout(GUARD, run)
         .await
@@ -451,8 +454,12 @@ async fn a_lease_lost_to_expiry_stops_the_late_holder_silently() {
         .unwrap());
     let t = h.turn(1).await.unwrap();
     assert_eq!((t.status, t.steps.len()), (TurnStatus::Completed, 1));
-    assert_eq!(wf.gate.after.load(SeqCst), 1);
-    assert_eq!(h.state().await.unwrap(), 5);
+    assert_eq!(wf.gate.after.load(SeqCst), 2);
+    assert_eq!(
+        h.state().await.unwrap(),
+        5,
+        "the late completion wrote nothing"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -26,7 +26,7 @@ use crate::protocol::backend::Backend;
 use crate::protocol::error::Error;
 use crate::protocol::*;
 use crate::sdk::codec;
-use crate::sdk::context::{checkpoint_of, Interrupt, Turn, TurnShared, MAX_STEPS};
+use crate::sdk::context::{checkpoint_of, refusal, Interrupt, Turn, TurnShared, MAX_STEPS};
 use crate::sdk::workflow::{TurnError, Workflow, WorkflowError};
 use crate::trace::TraceContext;
 
@@ -580,17 +580,18 @@ impl Worker {
             // Dropping the handler future here is what suspends it: no code after the await
             // that interrupted it ever runs.
             drop(fut);
+            // A step the attempt finished is saved before the attempt reports how it ended,
+            // so the next attempt replays it.
             match end {
                 End::Interrupted(why) => {
                     if !matches!(why, Some(Interrupt::Lost(_))) {
-                        // A step saved just before the interruption is still the attempt's.
-                        let _ = shared.flush_held().await;
+                        let _ = flush_held(&shared).await;
                     }
                     tracing::debug!(?why, "attempt ended without an answer");
                     Some("interrupted")
                 }
                 End::Release => {
-                    if shared.flush_held().await.is_ok() {
+                    if !matches!(flush_held(&shared).await, Err(None)) {
                         self.release_lease(lease).await;
                     }
                     Some("released")
@@ -600,11 +601,11 @@ impl Worker {
                     Some("completed")
                 }
                 End::Finished(Err(e)) => {
-                    // The steps the attempt finished are saved before it fails, so a retry
-                    // replays them; a checkpoint refused here is reported instead of `e`.
-                    match shared.flush_held().await {
+                    // A refused checkpoint is reported instead of `e`.
+                    match flush_held(&shared).await {
                         Ok(()) => self.fail(lease, e).await,
-                        Err(refused) => self.fail(lease, refused).await,
+                        Err(Some(refused)) => self.fail(lease, refused).await,
+                        Err(None) => tracing::debug!("turn lost before failing"),
                     }
                     Some("failed")
                 }
@@ -642,23 +643,21 @@ impl Worker {
             results: None,
         };
         // The last step's checkpoint, if still held, goes with the completion.
-        let held = match shared.take_held().await {
-            Ok(held) => held,
-            Err(e) => return self.fail(lease, e).await,
-        };
-        let completed = match held {
-            None => self.backend.complete_ack(req).await,
-            Some(save) => {
+        let saved = match shared.take_held_raw().await {
+            Ok(None) => Ok(self.backend.complete_ack(req).await),
+            Ok(Some(save)) => {
                 let key = save.key.clone();
-                match self.backend.checkpoint_then_complete(save, req).await {
-                    Ok(completed) => completed,
-                    Err(e) => {
-                        // Lease loss never returns from `refused`: nothing more is sent.
-                        let e = shared.refused(&checkpoint_of(&key), e).await;
-                        return self.fail(lease, e).await;
-                    }
-                }
+                let both = self.backend.checkpoint_then_complete(save, req).await;
+                both.map_err(|e| (key, e))
             }
+            Err(refused) => Err(refused),
+        };
+        let completed = match saved {
+            Ok(completed) => completed,
+            Err((key, e)) => match refusal(&checkpoint_of(&key), e) {
+                Ok(e) => return self.fail(lease, e).await,
+                Err(e) => return tracing::debug!(error = %e, "turn lost before completing"),
+            },
         };
         match completed {
             Ok(_) => tracing::debug!("turn completed"),
@@ -704,6 +703,19 @@ impl Worker {
             }
         }
     }
+}
+
+/// Send the attempt's held step checkpoint, if any, on its own, for the driver. `Err(None)`:
+/// the lease is lost, send nothing more; `Err(Some(e))`: the checkpoint was refused, report `e`.
+async fn flush_held(shared: &TurnShared) -> Result<(), Option<TurnError>> {
+    let save = match shared.take_held_raw().await {
+        Ok(Some(save)) => save,
+        Ok(None) => return Ok(()),
+        Err((key, e)) => return Err(refusal(&checkpoint_of(&key), e).ok()),
+    };
+    let key = save.key.clone();
+    let sent = shared.backend.checkpoint_ack(save).await;
+    sent.map_err(|e| refusal(&checkpoint_of(&key), e).ok())
 }
 
 /// A handler future that sends a held step checkpoint on its own whenever the handler waits

@@ -31,6 +31,7 @@ mod test_codec_eq;
 mod test_codec_props;
 mod test_errors;
 mod test_handles;
+mod test_held_steps;
 mod test_parallel;
 mod test_replay;
 mod test_schedules;

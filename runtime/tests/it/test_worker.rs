@@ -343,13 +343,15 @@ async fn a_turn_cancelled_while_held_stops_silently() {
         .unwrap()
         .unwrap());
 
-    // The step's checkpoint was refused (the lease is gone): nothing after it ran, nothing
-    // was saved, no failure was reported over the cancellation.
+    // The step's checkpoint, held for the completion while the handler's code after the step
+    // ran (code between durable calls, which writes nothing), was refused with the
+    // completion (the lease is gone): nothing was saved, no failure was reported over the
+    // cancellation.
     let t = h.turn(1).await.unwrap();
     assert_eq!(t.status, TurnStatus::Cancelled, "{t:?}");
     assert!(t.steps.is_empty());
     assert_eq!(t.error, None);
-    assert_eq!(wf.probe.after.load(SeqCst), 0);
+    assert_eq!(wf.probe.after.load(SeqCst), 1);
     assert_eq!(h.state().await.unwrap(), 0);
 }
 
@@ -372,7 +374,8 @@ async fn a_turn_whose_lease_expired_is_run_again_by_the_next_claim() {
     assert_eq!((t.status, t.attempt), (TurnStatus::Completed, 2), "{t:?}");
     assert!(t.error.unwrap().contains("the lease expired"));
 
-    // The first holder's late checkpoint is refused and it stops without a word.
+    // The first holder's late checkpoint, sent with its completion, is refused and it stops
+    // without a word.
     wf.probe.gate.notify_one();
     assert!(tokio::time::timeout(GUARD, run)
         .await
@@ -383,8 +386,8 @@ async fn a_turn_whose_lease_expired_is_run_again_by_the_next_claim() {
     assert_eq!((t.status, t.steps.len()), (TurnStatus::Completed, 1));
     assert_eq!(
         wf.probe.after.load(SeqCst),
-        1,
-        "only the second attempt went past the step"
+        2,
+        "both attempts went past the step; only the second one's completion was taken"
     );
     assert_eq!(h.state().await.unwrap(), 5);
 }

@@ -164,12 +164,17 @@ async fn an_instance_deleted_under_a_held_turn_ends_the_attempt_quietly() {
         .unwrap();
     assert!(h.delete().await.unwrap());
     wf.open.notify_one();
-    // The checkpoint is answered turn_lease_lost: the attempt ends, nothing more is sent.
+    // The checkpoint, sent with the completion, is answered turn_lease_lost: the attempt
+    // ends, nothing more is sent.
     assert!(tokio::time::timeout(GUARD, run)
         .await
         .unwrap()
         .unwrap()
         .unwrap());
-    assert_eq!(wf.after.load(SeqCst), 0, "nothing after the step ran");
+    assert_eq!(
+        wf.after.load(SeqCst),
+        1,
+        "the code after the step ran once, and its completion was refused"
+    );
     assert_eq!(h.instance().await.unwrap_err().code(), "not_found");
 }

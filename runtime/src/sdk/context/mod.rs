@@ -109,6 +109,15 @@ impl TurnShared {
     /// The held checkpoint, to send with the next durable call: `None` when nothing is held
     /// or it was sent on its own (then after its answer: a refusal is the step's).
     pub(crate) async fn take_held(&self) -> Result<Option<CheckpointRequest>, TurnError> {
+        match self.take_held_raw().await {
+            Ok(held) => Ok(held),
+            Err((key, e)) => Err(self.refused(&checkpoint_of(&key), e).await),
+        }
+    }
+
+    /// [`take_held`](Self::take_held) for the driver, which must not stop itself: a refusal
+    /// of a checkpoint sent on its own is answered with the step's key.
+    pub(crate) async fn take_held_raw(&self) -> Result<Option<CheckpointRequest>, (String, Error)> {
         let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()));
         match held {
             Held::Nothing => Ok(None),
@@ -116,10 +125,11 @@ impl TurnShared {
             Held::Sending(task, key) => {
                 // The task ends only by answering, unless the runtime is shutting down.
                 let sent = task.await.unwrap_or_else(|e| {
-                    Err(Error::transport(format!("sending the checkpoint ended early: {e}")))
+                    Err(Error::transport(format!(
+                        "sending the checkpoint ended early: {e}"
+                    )))
                 });
-                self.check(&checkpoint_of(&key), sent).await?;
-                Ok(None)
+                sent.map(|()| None).map_err(|e| (key, e))
             }
         }
     }
@@ -164,13 +174,10 @@ impl TurnShared {
     /// The [`TurnError`] of a refused call (see [`check`](Self::check)); never returns for a
     /// lost lease.
     pub(crate) async fn refused(&self, what: &str, e: Error) -> TurnError {
-        if e.is_lease_lost() {
-            self.stop(Interrupt::Lost(e.to_string())).await
+        match refusal(what, e) {
+            Ok(e) => e,
+            Err(lost) => self.stop(Interrupt::Lost(lost.to_string())).await,
         }
-        if e.is_refusal() {
-            return TurnError::permanent(format!("{what} was refused ({}): {e}", e.code()));
-        }
-        TurnError::Retry(Box::new(e))
     }
 }
 
@@ -185,4 +192,20 @@ pub(super) async fn sleep_until_opt(at: Option<Instant>) {
 /// What a step's checkpoint is called in errors: ``step `key`: its checkpoint``.
 pub(crate) fn checkpoint_of(key: &str) -> String {
     format!("step `{key}`: its checkpoint")
+}
+
+/// The [`TurnError`] of a refused call, by what the error means (see
+/// [`TurnShared::check`]); `Err` with the error itself when the lease is lost, after which
+/// nothing more is sent.
+pub(crate) fn refusal(what: &str, e: Error) -> Result<TurnError, Error> {
+    if e.is_lease_lost() {
+        return Err(e);
+    }
+    if e.is_refusal() {
+        return Ok(TurnError::permanent(format!(
+            "{what} was refused ({}): {e}",
+            e.code()
+        )));
+    }
+    Ok(TurnError::Retry(Box::new(e)))
 }

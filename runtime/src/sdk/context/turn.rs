@@ -262,7 +262,11 @@ impl<W: Workflow> Turn<W> {
             None => self.shared.backend.operation_cursor(op).await,
             Some(save) => {
                 let key = save.key.clone();
-                let both = self.shared.backend.checkpoint_then_operation(save, op).await;
+                let both = self
+                    .shared
+                    .backend
+                    .checkpoint_then_operation(save, op)
+                    .await;
                 match both {
                     Ok(started) => started,
                     Err(e) => return Err(self.shared.refused(&checkpoint_of(&key), e).await),
