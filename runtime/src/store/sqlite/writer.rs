@@ -1133,12 +1133,20 @@ fn finish_write(
         write_run(conn, ns, run, body)?;
     }
     if let Some(before) = write.prune_runs_before {
-        conn.prepare_cached(
-            "DELETE FROM runs WHERE rowid IN \
-             (SELECT rowid FROM runs WHERE ended_at_ms < ?1 LIMIT ?2)",
-        )
-        .and_then(|mut s| s.execute(params![before, clamp_usize(RUN_PRUNE_BATCH)]))
-        .map_err(db("delete expired run summaries"))?;
+        // Almost always nothing has expired: one index probe then, instead of the `DELETE`
+        // (which SQLite prepares again on every run, its subquery included).
+        let expired = conn
+            .prepare_cached("SELECT 1 FROM runs WHERE ended_at_ms < ?1 LIMIT 1")
+            .and_then(|mut s| s.exists(params![before]))
+            .map_err(db("look for expired run summaries"))?;
+        if expired {
+            conn.prepare_cached(
+                "DELETE FROM runs WHERE rowid IN \
+                 (SELECT rowid FROM runs WHERE ended_at_ms < ?1 LIMIT ?2)",
+            )
+            .and_then(|mut s| s.execute(params![before, clamp_usize(RUN_PRUNE_BATCH)]))
+            .map_err(db("delete expired run summaries"))?;
+        }
     }
     if let Some(r) = write.retention {
         pruned_through = pruned_through.max(prune(conn, ns, id, r)?);
