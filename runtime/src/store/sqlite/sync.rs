@@ -202,11 +202,13 @@ impl Syncer {
 
     /// Sync and answer until the writer is gone, then once more for what it left.
     pub(super) fn run(mut self) {
-        while let Some(first) = self.next_job() {
+        let mut lone = true;
+        while let Some(first) = self.next_job(lone) {
             let mut jobs = vec![first];
             while let Ok(job) = self.rx.try_recv() {
                 jobs.push(job);
             }
+            lone = jobs.len() == 1 && jobs[0].answers.len() <= 1;
             let through = jobs.last().map_or(0, |j| j.number);
             #[cfg(test)]
             if let Some(gate) = &self.gate {
@@ -234,10 +236,12 @@ impl Syncer {
         }
     }
 
-    /// The next job: poll briefly before sleeping, as the writer does. `None` when the writer
-    /// is gone and every job is done.
-    fn next_job(&self) -> Option<SyncJob> {
-        match poll_for(&self.rx, SYNCER_SPIN) {
+    /// The next job: after a job of one answer, poll briefly before sleeping, as the writer
+    /// does after a lone write set (and for the same reasons, not after a larger job). `None`
+    /// when the writer is gone and every job is done.
+    fn next_job(&self, poll: bool) -> Option<SyncJob> {
+        let spin = if poll { SYNCER_SPIN } else { Duration::ZERO };
+        match poll_for(&self.rx, spin) {
             Ok(job) => Some(job),
             Err(mpsc::TryRecvError::Disconnected) => None,
             Err(mpsc::TryRecvError::Empty) => self.rx.recv().ok(),

@@ -237,7 +237,8 @@ impl Writer {
 
     pub(super) fn run(mut self) {
         // Ends when every sender is gone (the last handle was dropped).
-        while let Some(first) = self.next_request() {
+        let mut lone = true;
+        while let Some(first) = self.next_request(lone) {
             let mut batch = vec![first];
             while batch.len() < self.max_batch {
                 match self.rx.try_recv() {
@@ -245,6 +246,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            lone = batch.len() == 1;
             self.run_batch(batch);
         }
         // Write the journaled rows into the tables and close at the configured level (closing
@@ -263,13 +265,17 @@ impl Writer {
         }
     }
 
-    /// The next request: after a batch, poll briefly before sleeping. A worker's next call
-    /// usually follows its previous answer within tens of microseconds, and waking a sleeping
-    /// thread costs about as much again, on every call; a short spin saves that at the price
-    /// of a little CPU right after each batch. With dirty instances, an idle writer flushes
-    /// them. `None` when every handle is gone.
-    fn next_request(&mut self) -> Option<Request> {
-        match poll_for(&self.rx, WRITER_SPIN) {
+    /// The next request: after a lone write set, poll briefly before sleeping. A worker's
+    /// next call usually follows its previous answer within tens of microseconds, and waking
+    /// a sleeping thread costs about as much again, on every call; a short spin saves that at
+    /// the price of a little CPU right after each batch. After a batch of several there is no
+    /// poll: the callers are many, their next requests queue up while the writer sleeps, and
+    /// the poll's yields would take the CPU from the threads making them (on two cores, a
+    /// third of the process's system time at c = 64). With dirty instances, an idle writer
+    /// flushes them. `None` when every handle is gone.
+    fn next_request(&mut self, poll: bool) -> Option<Request> {
+        let spin = if poll { WRITER_SPIN } else { Duration::ZERO };
+        match poll_for(&self.rx, spin) {
             Ok(r) => return Some(r),
             Err(mpsc::TryRecvError::Disconnected) => return None,
             Err(mpsc::TryRecvError::Empty) => {}
