@@ -94,16 +94,17 @@ impl TurnShared {
     /// durable call waits for it).
     pub(crate) fn send_held(&self) {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if !matches!(*held, Held::Step(_)) {
-            return;
-        }
-        let Held::Step(save) = std::mem::take(&mut *held) else {
-            return;
+        *held = match std::mem::take(&mut *held) {
+            Held::Step(save) => {
+                let key = save.key.clone();
+                let backend = self.backend.clone();
+                Held::Sending(
+                    tokio::spawn(async move { backend.checkpoint_ack(save).await }),
+                    key,
+                )
+            }
+            other => other,
         };
-        let key = save.key.clone();
-        let backend = self.backend.clone();
-        let task = tokio::spawn(async move { backend.checkpoint_ack(save).await });
-        *held = Held::Sending(task, key);
     }
 
     /// The held checkpoint, to send with the next durable call: `None` when nothing is held
