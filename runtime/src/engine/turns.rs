@@ -129,8 +129,7 @@ impl Decision {
             (Decision::Answer, d) | (d, Decision::Answer) => d,
             (Decision::Write(a, mut extra), Decision::Write(b, more)) => {
                 extra.extend(more);
-                let durable = a == Durability::Durable || b == Durability::Durable;
-                let durability = if durable { Durability::Durable } else { a };
+                let durability = if b == Durability::Durable { b } else { a };
                 Decision::Write(durability, extra)
             }
         }

@@ -708,14 +708,8 @@ impl Worker {
 /// Send the attempt's held step checkpoint, if any, on its own, for the driver. `Err(None)`:
 /// the lease is lost, send nothing more; `Err(Some(e))`: the checkpoint was refused, report `e`.
 async fn flush_held(shared: &TurnShared) -> Result<(), Option<TurnError>> {
-    let save = match shared.take_held_raw().await {
-        Ok(Some(save)) => save,
-        Ok(None) => return Ok(()),
-        Err((key, e)) => return Err(refusal(&checkpoint_of(&key), e).ok()),
-    };
-    let key = save.key.clone();
-    let sent = shared.backend.checkpoint_ack(save).await;
-    sent.map_err(|e| refusal(&checkpoint_of(&key), e).ok())
+    let flushed = shared.flush_held_raw().await;
+    flushed.map_err(|(key, e)| refusal(&checkpoint_of(&key), e).ok())
 }
 
 /// A handler future that sends a held step checkpoint on its own whenever the handler waits

@@ -112,7 +112,7 @@ impl TurnShared {
     pub(crate) async fn take_held(&self) -> Result<Option<CheckpointRequest>, TurnError> {
         match self.take_held_raw().await {
             Ok(held) => Ok(held),
-            Err((key, e)) => Err(self.refused(&checkpoint_of(&key), e).await),
+            Err(refused) => Err(self.checkpoint_refused(refused).await),
         }
     }
 
@@ -138,12 +138,28 @@ impl TurnShared {
     /// Send a held checkpoint on its own, and wait for its answer: before a durable call that
     /// cannot carry it.
     pub(crate) async fn flush_held(&self) -> Result<(), TurnError> {
-        let Some(save) = self.take_held().await? else {
+        match self.flush_held_raw().await {
+            Ok(()) => Ok(()),
+            Err(refused) => Err(self.checkpoint_refused(refused).await),
+        }
+    }
+
+    /// [`flush_held`](Self::flush_held) for the driver: a refusal is answered with the step's
+    /// key.
+    pub(crate) async fn flush_held_raw(&self) -> Result<(), (String, Error)> {
+        let Some(save) = self.take_held_raw().await? else {
             return Ok(());
         };
         let key = save.key.clone();
-        let sent = self.backend.checkpoint_ack(save).await;
-        self.check(&checkpoint_of(&key), sent).await
+        self.backend
+            .checkpoint_ack(save)
+            .await
+            .map_err(|e| (key, e))
+    }
+
+    /// The [`TurnError`] of step `key`'s refused checkpoint; never returns for a lost lease.
+    async fn checkpoint_refused(&self, (key, e): (String, Error)) -> TurnError {
+        self.refused(&checkpoint_of(&key), e).await
     }
 
     /// Stop the attempt with `why` and never return: the driver drops the handler future.
