@@ -11,7 +11,7 @@ use crate::Fixture;
 
 /// An in-process [`Engine`] over one store with a [`ManualClock`], for the conformance suite.
 ///
-/// ```ignore
+/// ```no_run
 /// turnwise_conformance::conformance_tests!(|config: turnwise::EngineConfig| async move {
 ///     turnwise_conformance::embedded::EmbeddedFixture::memory(config)
 /// });

@@ -11,7 +11,7 @@
 //!
 //! A backend runs the whole suite with one macro call in an integration test:
 //!
-//! ```ignore
+//! ```no_run
 //! turnwise_conformance::conformance_tests!(|config: turnwise::EngineConfig| async move {
 //!     turnwise_conformance::embedded::EmbeddedFixture::memory(config)
 //! });

@@ -143,6 +143,7 @@ pub mod metrics;
 pub mod prelude;
 pub mod protocol;
 mod sdk;
+mod skip;
 pub mod store;
 pub mod trace;
 

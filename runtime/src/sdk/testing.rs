@@ -43,6 +43,7 @@ use crate::sdk::worker::Worker;
 use crate::sdk::workflow::Workflow;
 use crate::store::MemoryStore;
 
+pub use crate::skip::{in_ci, skip_test};
 #[cfg(feature = "postgres")]
 pub use crate::store::postgres::TestPostgres;
 

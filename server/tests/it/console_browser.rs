@@ -3,8 +3,9 @@
 //! field refused before sending, watches the turn's Running line move, answers the waiting
 //! turn's signal form, pauses and resumes. Screenshots go to `target/console-screenshots/`.
 //!
-//! Without `chromedriver` on the PATH the test prints one line and passes, except under
-//! `CI=true`, where it fails (`.ci/run` installs `chromium` and `chromium-driver`).
+//! Without `chromedriver` on the PATH the test is reported as not run
+//! (`turnwise::testing::skip_test`), except under CI, where it fails (`.ci/run` installs
+//! `chromium` and `chromium-driver`).
 
 use crate::common;
 
@@ -203,10 +204,11 @@ async fn text_of(c: &Client, css: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_operates_a_workflow_in_the_browser() {
     let Some(path) = chromedriver() else {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("chromedriver is not installed; .ci/run installs chromium and chromium-driver");
-        }
-        println!("console browser test skipped: no chromedriver on the PATH");
+        turnwise::testing::skip_test(
+            "a_person_operates_a_workflow_in_the_browser",
+            "no chromedriver on the PATH; install Debian's chromium and chromium-driver, as \
+             .ci/run does",
+        );
         return;
     };
     let server = common::start(turnwise::Engine::in_memory(), None).await;

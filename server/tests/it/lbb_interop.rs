@@ -4,9 +4,10 @@
 //! a sleep, a signal wait answered with `handle.signal`, and a continuation; the test then checks
 //! the final state and history through turnwise's own API.
 //!
-//! Without `python3` the test prints one line and passes. So it does when pip cannot reach the
-//! package index (a firewall, no network), unless `TURNWISE_REQUIRE_INTEROP=1` (CI sets it):
-//! then an unreachable index fails it. Any other pip failure fails it always.
+//! Without `python3` (and its `venv` module), or when pip cannot reach the package index (a
+//! firewall, no network), the test is reported as not run (`turnwise::testing::skip_test`: one
+//! numbered line on standard error), unless `TURNWISE_REQUIRE_INTEROP=1` or CI is set: then
+//! either fails it. Any other pip failure fails it always.
 //! `an_unreachable_index_skips_unless_interop_is_required` checks that decision against an index
 //! on a closed local port, in a fresh venv.
 
@@ -75,7 +76,7 @@ const REQUIRE_ENV: &str = "TURNWISE_REQUIRE_INTEROP";
 enum Setup {
     /// The venv's python, with the package importable.
     Ready(PathBuf),
-    /// No `python3` on this machine.
+    /// No `python3` on this machine, or one without its `venv` module.
     NoPython,
     /// pip could not reach the package index (or a download from it); pip's output.
     Unreachable(String),
@@ -104,8 +105,9 @@ const UNREACHABLE_SIGNS: &[&str] = &[
 /// set (and `pip_env_removed` unset) for pip only. A failure other than an unreachable index
 /// panics with pip's output.
 fn setup_python(venv: &Path, pip_env: &[(&str, &str)], pip_env_removed: &[&str]) -> Setup {
+    // Debian's python3 lacks `ensurepip` (so `-m venv` fails) without python3-venv.
     let found = Command::new("python3")
-        .arg("--version")
+        .args(["-c", "import venv, ensurepip"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
@@ -174,27 +176,27 @@ fn setup_python(venv: &Path, pip_env: &[(&str, &str)], pip_env_removed: &[&str])
     Setup::Ready(python)
 }
 
-/// The python to run the interop test with, or `None` (after one printed line saying why) to
-/// skip it: without `python3`, or when the index is unreachable and `require` is false. An
-/// unreachable index with `require` set panics.
-fn python_or_skip(setup: Setup, require: bool) -> Option<PathBuf> {
+/// The python to run the interop test with, or why the test cannot run here: without
+/// `python3` (or its `venv` module), or when the index is unreachable. Either panics instead
+/// when `require` is set.
+fn python_or_skip(setup: Setup, require: bool) -> Result<PathBuf, String> {
     match setup {
-        Setup::Ready(python) => Some(python),
-        Setup::NoPython => {
-            println!("skipping lbb interop: python3 not found");
-            None
-        }
+        Setup::Ready(python) => Ok(python),
+        Setup::NoPython if require => panic!(
+            "{REQUIRE_ENV}=1 requires the lbb interop test, but there is no python3 with its \
+             venv module (on Debian: apt-get install python3 python3-venv; .ci/run does)"
+        ),
+        Setup::NoPython => Err(
+            "no python3 with its venv module; install python3 and python3-venv to run it".into(),
+        ),
         Setup::Unreachable(output) if require => panic!(
             "{REQUIRE_ENV}=1 requires the lbb interop test, but pip cannot reach the package \
              index to install {PACKAGE}:\n{output}"
         ),
-        Setup::Unreachable(_) => {
-            println!(
-                "skipping lbb interop: pip cannot reach the package index to install {PACKAGE} \
-                 (set {REQUIRE_ENV}=1 to make this a failure)"
-            );
-            None
-        }
+        Setup::Unreachable(_) => Err(format!(
+            "pip cannot reach the package index to install {PACKAGE} (set {REQUIRE_ENV}=1 to \
+             make this a failure)"
+        )),
     }
 }
 
@@ -226,7 +228,10 @@ async fn an_unreachable_index_skips_unless_interop_is_required() {
     let (_dir, setup) = setup;
     let output = match setup {
         Setup::NoPython => {
-            println!("skipping the unreachable-index check: python3 not found");
+            turnwise::testing::skip_test(
+                "an_unreachable_index_skips_unless_interop_is_required",
+                "no python3 with its venv module; install python3 and python3-venv to run it",
+            );
             return;
         }
         Setup::Unreachable(output) => output,
@@ -236,11 +241,9 @@ async fn an_unreachable_index_skips_unless_interop_is_required() {
         output.contains("127.0.0.1"),
         "pip's output names the index: {output}"
     );
-    assert_eq!(
-        python_or_skip(Setup::Unreachable(output.clone()), false),
-        None,
-        "skipped when not required"
-    );
+    let skipped = python_or_skip(Setup::Unreachable(output.clone()), false)
+        .expect_err("skipped when not required");
+    assert!(skipped.contains(REQUIRE_ENV), "{skipped}");
     let required = std::panic::catch_unwind(|| python_or_skip(Setup::Unreachable(output), true));
     let message = required.expect_err("an unreachable index fails when required");
     let message = message
@@ -255,8 +258,15 @@ async fn the_lbb_python_worker_runs_against_turnwise_serve() {
     let setup = tokio::task::spawn_blocking(|| setup_python(&venv_dir(), &[], &[]))
         .await
         .unwrap();
-    let Some(python) = python_or_skip(setup, required()) else {
-        return;
+    let python = match python_or_skip(setup, required()) {
+        Ok(python) => python,
+        Err(reason) => {
+            turnwise::testing::skip_test(
+                "the_lbb_python_worker_runs_against_turnwise_serve",
+                &reason,
+            );
+            return;
+        }
     };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("turnwise.db");

@@ -11,9 +11,11 @@ use super::{PostgresOptions, PostgresStore};
 /// or wake each other's claims.
 ///
 /// The database is the one [`TestPostgres::ENV`] names, or [`TestPostgres::DEFAULT_URL`].
-/// When it cannot be reached, [`TestPostgres::start`] prints one line saying so and answers
-/// `None`, so that the test can return early, except when the environment variable `CI` is set:
-/// there it panics, so that a CI run that lost its database fails instead of passing untested.
+/// When it cannot be reached, [`TestPostgres::start`] reports the test as not run
+/// ([`skip_test`](crate::testing::skip_test): one numbered line on standard error) and answers
+/// `None`, so that the test can return early, except under CI
+/// ([`in_ci`](crate::testing::in_ci)): there it panics, so that a CI run that lost its database
+/// fails instead of passing untested.
 ///
 /// ```no_run
 /// # #[allow(dead_code)]
@@ -63,15 +65,13 @@ impl TestPostgres {
         );
         match run(&base_url, &format!("CREATE SCHEMA \"{schema}\"")).await {
             Ok(()) => Some(Self { base_url, schema }),
-            Err(e) if std::env::var_os("CI").is_some() => panic!(
-                "{test}: PostgreSQL at {base_url} is needed in CI and cannot be used: {e} \
-                 (set {} to the test database)",
-                Self::ENV
-            ),
             Err(e) => {
-                eprintln!(
-                    "skipped {test}: no PostgreSQL at {base_url} ({e}); set {} to run it",
-                    Self::ENV
+                crate::skip::skip_test(
+                    test,
+                    &format!(
+                        "no PostgreSQL at {base_url}: {e}; set {} to the test database to run it",
+                        Self::ENV
+                    ),
                 );
                 None
             }
