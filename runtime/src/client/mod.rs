@@ -26,7 +26,7 @@
 //!
 //! # fn main() -> Result<(), turnwise::Error> {
 //! let backend = Http::builder("http://127.0.0.1:7400")
-//!     .token(std::env::var("TURNWISE_TOKEN").ok())
+//!     .token(std::env::var("TURNWISE_API_TOKEN").ok())
 //!     .graph("main")
 //!     .build()?;
 //! # let _ = backend;

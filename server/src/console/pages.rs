@@ -234,7 +234,7 @@ pub(crate) fn workflows(
                                         strong { "No worker" }
                                         " — a message has been ready for " (duration(now - r.ready_since_ms.unwrap_or(now)))
                                         " and no turn runs. Start a worker program that registers " code { (r.workflow_type) " " (r.version) } " with this server; in Rust:"
-                                        pre { "Worker::new(Http::connect(\"" (base) "\", std::env::var(\"TURNWISE_TOKEN\").ok())?)\n    .register(" (r.workflow_type.replace('-', "_")) ")\n    .run()\n    .await" }
+                                        pre { "Worker::new(Http::connect(\"" (base) "\", std::env::var(\"TURNWISE_API_TOKEN\").ok())?)\n    .register(" (r.workflow_type.replace('-', "_")) ")\n    .run()\n    .await" }
                                         "A Python LBB worker connects as " code { "docs/http.md" } " §9 shows."
                                     }
                                 }
