@@ -6,8 +6,10 @@
 //!
 //! The SIGKILL test re-executes this test binary as the child (`values_child`), which climbs
 //! the values of a seed and prints `ack <index> <stage>` after each acknowledged call; the
-//! parent kills it at a random moment, opens the file and checks every acknowledgement. Set
-//! `TURNWISE_VALUES_SEED` to replay a run (the seed is printed).
+//! parent kills it at a random moment, opens the file and checks every acknowledgement. A round
+//! fails unless the child reached its kill point still running and acknowledged something (a
+//! child that died early checks nothing). Set `TURNWISE_VALUES_SEED` to replay a run (the seed
+//! is printed).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -122,11 +124,13 @@ async fn generated_values_survive_sigkill() {
         };
         let mut acks: BTreeMap<usize, Stage> = BTreeMap::new();
         let mut seen = 0;
+        let mut done = false;
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let give_up = Instant::now() + CHILD_LIFETIME;
         for line in lines {
             let line = line.expect("the child's output");
             if line == "done" {
+                done = true;
                 break;
             }
             let Some(rest) = line.strip_prefix("ack ") else {
@@ -140,10 +144,29 @@ async fn generated_values_survive_sigkill() {
                 break;
             }
         }
+        // Progress before safety: the child reached the kill point (its `kill_after`-th
+        // acknowledgement, or the end of the run in the last round) and is still running, so
+        // the kill lands on a live process that acknowledged something.
+        let reached = if kill_after == usize::MAX {
+            done
+        } else {
+            seen >= kill_after
+        };
+        let status = child.try_wait().expect("the child's status");
+        assert!(
+            reached && status.is_none(),
+            "round {round} (seed {seed}): the child did not reach the kill point alive: \
+             {seen} acknowledgements of {kill_after} wanted, done: {done}, exit status: \
+             {status:?} (see its stderr)"
+        );
         // SIGKILL: no chance to flush or close anything.
         child.kill().expect("kill the child");
         child.wait().expect("reap the child");
         println!("round {round}: killed after {seen} acknowledgements");
+        assert!(
+            !acks.is_empty(),
+            "round {round} (seed {seed}): killed with nothing acknowledged: nothing to check"
+        );
 
         let engine = Engine::open(&path)
             .await
