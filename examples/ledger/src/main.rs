@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use example_ledger::{account, Debit, CREATE_ACCOUNTS};
+use example_ledger::{account, Debit, CREATE_ACCOUNTS, CREATE_ENTRIES};
 use turnwise::prelude::*;
 use turnwise::protocol::{HistoryQuery, ListInstancesQuery};
 
@@ -108,10 +108,11 @@ async fn run(args: &[String]) -> Result<(), BoxError> {
 }
 
 async fn setup(engine: &Engine, url: &str, n: u32, cents: i64) -> Result<(), BoxError> {
-    // The application's own table, in the same database (an application would use its
+    // The application's own tables, in the same database (an application would use its
     // migration tool).
     let db = connect(url).await?;
     db.batch_execute(CREATE_ACCOUNTS).await?;
+    db.batch_execute(CREATE_ENTRIES).await?;
     for i in 1..=n {
         let id = format!("acct-{i}");
         db.execute(
