@@ -9,6 +9,8 @@
 //! * the inbox gauges, computed at each scrape from the store: unfinished messages and the age
 //!   of the oldest ready one per workflow type and version, over the default namespace's first
 //!   [`INBOX_SCAN_MAX`] instances (the status route's cap).
+//! * `turnwise_claims_waiting`, read at each scrape from the engine
+//!   ([`Engine::waiting_claims`]): the claims parked in a long poll, in every namespace.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -120,13 +122,21 @@ fn status_label(status: u16) -> metrics::SharedString {
     known.into()
 }
 
-/// The page: the recorder's series (when a handle is given), then the inbox gauges.
+/// The page: the recorder's series (when a handle is given), then the inbox gauges and the
+/// waiting claims.
 pub(crate) async fn render(handle: Option<&PrometheusHandle>, engine: &Engine) -> String {
     let mut page = handle.map(PrometheusHandle::render).unwrap_or_default();
     if !page.is_empty() && !page.ends_with('\n') {
         page.push('\n');
     }
     inbox_gauges(engine, &mut page).await;
+    let _ = writeln!(
+        page,
+        "# HELP turnwise_claims_waiting Claims parked in a long poll now, asleep until a commit \
+         rings them or their next look at the schedule.\n\
+         # TYPE turnwise_claims_waiting gauge\nturnwise_claims_waiting {}",
+        engine.waiting_claims()
+    );
     page
 }
 

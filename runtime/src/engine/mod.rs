@@ -326,6 +326,18 @@ impl Engine {
         &self.inner.store
     }
 
+    /// How many claims are parked in a long poll right now: asleep until a commit that
+    /// concerns them rings them, or until the time they planned to look at the schedule again.
+    ///
+    /// It counts the claims of the whole engine (its clones and every [`Engine::namespace`]
+    /// share them). A claim scanning the schedule, or rung and not yet looking again, is not
+    /// counted, nor is a claim that does not wait (`wait_ms` 0). Cheap: one lock and a count,
+    /// no store access. Tests use it to see a claim waiting instead of sleeping for it; the
+    /// server shows it as the `turnwise_claims_waiting` gauge of `/metrics`.
+    pub fn waiting_claims(&self) -> usize {
+        self.inner.wakeups.sleeping()
+    }
+
     /// Whether the store can take writes now ([`Store::health`]): `Err` is
     /// [`Error::Store`] saying why not (its files were deleted or replaced, a sync or the last
     /// write failed). Cheap: no query, no write.

@@ -135,6 +135,18 @@ impl Wakeups {
         }
     }
 
+    /// How many claims are asleep in their long poll now (every group): waiting to be rung
+    /// or for the time they planned to look again. Members scanning, or rung and not yet
+    /// looking again, are not counted.
+    pub(super) fn sleeping(&self) -> usize {
+        self.lock()
+            .groups
+            .iter()
+            .flat_map(|g| g.members.iter())
+            .filter(|m| matches!(m.state, State::Sleeping { .. }))
+            .count()
+    }
+
     /// Join the group of claims waiting for `workflows` in `ns`, scanning.
     pub(super) fn join(&self, ns: &Arc<str>, workflows: &[WorkflowRef]) -> Ticket<'_> {
         let mut key = workflows.to_vec();
@@ -317,6 +329,24 @@ mod tests {
             None,
             "what it was told is forgotten after a new scan"
         );
+    }
+
+    #[test]
+    fn only_sleeping_members_count_as_waiting() {
+        let w = Wakeups::default();
+        let ns: Arc<str> = Arc::from("default");
+        let a = w.join(&ns, &refs());
+        let b = w.join(&Arc::from("other"), &refs());
+        assert_eq!(w.sleeping(), 0, "members scanning are not asleep");
+        a.sleep(None);
+        b.sleep(Some(500));
+        assert_eq!(w.sleeping(), 2, "asleep until rung, or until a time");
+        w.due("default", job(), 10, 10);
+        assert_eq!(w.sleeping(), 1, "a member rung is no longer asleep");
+        a.scanning();
+        assert_eq!(w.sleeping(), 1);
+        drop(b);
+        assert_eq!(w.sleeping(), 0, "a member that left is not counted");
     }
 
     #[test]

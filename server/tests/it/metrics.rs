@@ -441,6 +441,7 @@ async fn metrics_move_with_real_work() {
         ("turnwise_http_request_duration_seconds", "histogram"),
         ("turnwise_inbox_messages", "gauge"),
         ("turnwise_inbox_oldest_ready_age_seconds", "gauge"),
+        ("turnwise_claims_waiting", "gauge"),
     ] {
         assert_eq!(
             after.types.get(name).map(String::as_str),
