@@ -143,11 +143,13 @@ pub async fn idle_claim_returns_none(f: impl Fixture) {
         "an idle instance has nothing to claim"
     );
 
-    let handle = spawn_claim(&b, 300);
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // A wait long enough that the claim is seen parked before it runs out, even on a slow
+    // machine.
+    let handle = spawn_claim(&b, 1_000);
+    let_claim_park(&f, &handle, "the only instance is idle").await;
     // Whichever clock measures the wait, it has now passed.
-    advance_ms(&f, 300);
-    let task = finish_claim(handle, "an idle claim with wait_ms 300").await;
+    advance_ms(&f, 1_000);
+    let task = finish_claim(handle, "an idle claim with wait_ms 1000").await;
     assert!(task.is_none(), "an idle claim answers no task");
 }
 
@@ -156,8 +158,9 @@ pub async fn long_poll_woken_by_admission(f: impl Fixture) {
     let b = f.backend();
     create(&b, "inst-1").await;
     let handle = spawn_claim(&b, 10_000);
-    let_claim_park(&handle, "the inbox is empty").await;
+    let_claim_park(&f, &handle, "the inbox is empty").await;
     send(&b, "inst-1", "m1", json!({"wake": true})).await;
+    assert_rung(&f, "admitting a message");
     let task = finish_claim(handle, "a claim waiting while a message is admitted")
         .await
         .expect("the admitted message is handed to the waiting claim");
@@ -173,10 +176,17 @@ pub async fn long_poll_woken_by_due_timer(f: impl Fixture) {
     sleep(&b, &lease(&task), 0, "nap", 5_000).await;
 
     let handle = spawn_claim(&b, 10_000);
-    let_claim_park(&handle, "the only turn sleeps for 5 s").await;
+    let_claim_park(&f, &handle, "the only turn sleeps for 5 s").await;
+    // No call rings the claim here: its own timer, set for the wake time, fires when the clock
+    // reaches it. The answer's bound (`TIMER_WAKE_BOUND`) is what tells that from its wait
+    // running out, or from the server's next slice of it.
     advance_ms(&f, 5_000);
-    let resumed = finish_claim(handle, "a claim waiting while a sleep becomes due")
-        .await
+    let resumed = finish_claim_within(
+        handle,
+        TIMER_WAKE_BOUND,
+        "a claim waiting while a sleep becomes due",
+    )
+    .await
         .expect("the due turn is handed to the waiting claim");
     assert_eq!(resumed.turn.number, 1);
     assert_eq!(
@@ -199,8 +209,9 @@ pub async fn long_poll_woken_by_signal(f: impl Fixture) {
     assert_eq!(waited.status, TurnStatus::Waiting);
 
     let handle = spawn_claim(&b, 10_000);
-    let_claim_park(&handle, "the only turn waits for a signal").await;
+    let_claim_park(&f, &handle, "the only turn waits for a signal").await;
     signal(&b, "inst-1", 1, "s1", "approve", json!(true)).await;
+    assert_rung(&f, "a signal resolving the wait");
     let resumed = finish_claim(handle, "a claim waiting while a signal arrives")
         .await
         .expect("the resolved turn is handed to the waiting claim");
@@ -215,8 +226,9 @@ pub async fn long_poll_woken_by_resume(f: impl Fixture) {
     send(&b, "inst-1", "m1", json!(null)).await;
 
     let handle = spawn_claim(&b, 10_000);
-    let_claim_park(&handle, "the only instance is paused").await;
+    let_claim_park(&f, &handle, "the only instance is paused").await;
     control(&b, control_request("inst-1", ControlAction::Resume)).await;
+    assert_rung(&f, "resuming the instance");
     let task = finish_claim(handle, "a claim waiting while the instance is resumed")
         .await
         .expect("the resumed instance's head is handed to the waiting claim");

@@ -75,4 +75,8 @@ impl Fixture for EmbeddedFixture {
     fn advance(&self, by: Duration) {
         self.clock.advance(by);
     }
+
+    fn waiting_claims(&self) -> usize {
+        self.engine.waiting_claims()
+    }
 }

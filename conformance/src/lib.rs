@@ -71,6 +71,12 @@ pub trait Fixture: Send + Sync + 'static {
     /// Move the backend's clock forward (a `ManualClock` for the embedded engine), waking
     /// whatever became due.
     fn advance(&self, by: Duration);
+
+    /// How many claims the backend holds parked in a long poll now: asleep until an event
+    /// rings them or their next due time comes ([`turnwise::Engine::waiting_claims`] of the
+    /// engine behind the backend). The long-poll cases watch it instead of sleeping for a
+    /// claim to park, and to see that an event rang the claim.
+    fn waiting_claims(&self) -> usize;
 }
 
 /// What a conformance macro's `$make` may return: a [`Fixture`], or `Option` of one for a

@@ -6,12 +6,14 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Debug;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 use turnwise::protocol::*;
 use turnwise::{Backend, Error, Result};
+
+use crate::Fixture;
 
 /// The workflow type every case uses unless it needs several.
 pub const TYPE: &str = "conformance";
@@ -21,8 +23,32 @@ pub const VERSION: &str = "v1";
 pub const WORKER: &str = "worker-a";
 /// A second worker id, for fencing cases.
 pub const OTHER_WORKER: &str = "worker-b";
-/// How long a long-poll case waits, in real time, for a claim to be woken.
-pub const WAKE_BOUND: Duration = Duration::from_secs(5);
+/// How long, in real time, a spawned claim may take to reach the backend and park there
+/// ([`let_claim_park`]). A claim parks in milliseconds; this only bounds a case whose claim
+/// never parks, so that it fails with a message instead of hanging.
+pub const PARK_BOUND: Duration = Duration::from_secs(5);
+/// How long, in real time, a claim may take to answer once the event that concerns it has
+/// happened ([`finish_claim`]).
+///
+/// Whether the event *rang* the claim is checked without any clock: [`assert_rung`] reads the
+/// backend's count of parked claims as soon as the event's own call has returned, and a claim
+/// the event did not ring is still asleep then. So this bound does not have to tell a prompt
+/// wake-up from a slow one; it only has to tell a woken claim (it answers in milliseconds)
+/// from one that answers when its own 10 s wait runs out, or that a poll finds later. 2 s is
+/// five times under that wait, so such a case fails in 2 s, and hundreds of times what a woken
+/// claim takes, so a loaded 2-core CI machine (PostgreSQL over HTTP included) stays well
+/// inside it.
+pub const WAKE_BOUND: Duration = Duration::from_secs(2);
+/// How long, in real time, a claim may take to answer once the clock reached the time it
+/// sleeps until ([`finish_claim_within`]; the due-timer case).
+///
+/// No call rings such a claim, so there is nothing to check without a clock, and the bound
+/// must be tight enough to catch a claim whose timer never fires: the turnwise server holds a
+/// claim as a series of engine claims of at most 1 s each, scanning again between them, so
+/// over HTTP such a claim still answers when its slice ends, 1 s after it parked (the case
+/// advances the clock as soon as it sees the claim parked). 700 ms is under that, and still
+/// far above the milliseconds a claim takes to wake, scan and commit on a loaded machine.
+pub const TIMER_WAKE_BOUND: Duration = Duration::from_millis(700);
 
 /// The `(TYPE, VERSION)` pair as a claim list.
 pub fn workflows() -> Vec<WorkflowRef> {
@@ -720,12 +746,53 @@ where
     })
 }
 
-/// Give a spawned claim time to start waiting, and check it is still waiting.
-pub async fn let_claim_park(handle: &JoinHandle<Result<ClaimResponse>>, why: &str) {
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(
-        !handle.is_finished(),
-        "a claim with wait_ms 10000 returned at once although nothing was ready ({why})"
+/// Wait until a spawned claim is parked in the backend's long poll: the fixture reports a
+/// waiting claim ([`Fixture::waiting_claims`]) while the claim's task has not answered. Panics
+/// when the claim answers first (it did not wait although nothing was ready: `why` says why
+/// nothing was), or when nothing parks within [`PARK_BOUND`].
+pub async fn let_claim_park<F: Fixture>(
+    f: &F,
+    handle: &JoinHandle<Result<ClaimResponse>>,
+    why: &str,
+) {
+    let started = Instant::now();
+    loop {
+        if handle.is_finished() {
+            panic!(
+                "a claim with a long wait returned at once although nothing was ready ({why}); \
+                 it must wait"
+            );
+        }
+        if f.waiting_claims() >= 1 {
+            assert!(
+                !handle.is_finished(),
+                "the claim answered while parked although nothing was ready ({why})"
+            );
+            return;
+        }
+        if started.elapsed() > PARK_BOUND {
+            panic!(
+                "the spawned claim did not park within {PARK_BOUND:?}: the backend reports no \
+                 waiting claim, and the claim has not answered ({why})"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Assert that the event whose call just returned rang the parked claim: the backend holds no
+/// claim asleep any more. An event that did not ring it leaves it asleep until its own wait
+/// runs out (or a poll), which this catches at once, without a clock. Call it right after the
+/// call that made the claim's turn ready (an admission, a signal, a resume), before anything
+/// else; the backend rings the claim before it answers that call.
+#[track_caller]
+pub fn assert_rung<F: Fixture>(f: &F, what: &str) {
+    let asleep = f.waiting_claims();
+    assert_eq!(
+        asleep, 0,
+        "{what}: the call returned with the waiting claim still asleep in the backend \
+         ({asleep} waiting): the event did not ring it (claims must be woken at once, not by \
+         polling or by their own timeout)"
     );
 }
 
@@ -734,9 +801,18 @@ pub async fn finish_claim(
     handle: JoinHandle<Result<ClaimResponse>>,
     what: &str,
 ) -> Option<TurnTask> {
-    match tokio::time::timeout(WAKE_BOUND, handle).await {
+    finish_claim_within(handle, WAKE_BOUND, what).await
+}
+
+/// Wait (at most `bound` of real time) for a spawned claim's answer.
+pub async fn finish_claim_within(
+    handle: JoinHandle<Result<ClaimResponse>>,
+    bound: Duration,
+    what: &str,
+) -> Option<TurnTask> {
+    match tokio::time::timeout(bound, handle).await {
         Err(_) => panic!(
-            "{what}: the waiting claim was not woken within {WAKE_BOUND:?} (claims must be woken \
+            "{what}: the waiting claim did not answer within {bound:?} (claims must be woken \
              at once, not by polling or by their own timeout)"
         ),
         Ok(Err(join)) => panic!("{what}: the claim task panicked: {join}"),

@@ -106,6 +106,11 @@ impl Fixture for HttpFixture {
     fn advance(&self, by: Duration) {
         self.clock.advance(by);
     }
+
+    fn waiting_claims(&self) -> usize {
+        // The engine behind the in-process server: its claims are the server's.
+        self.engine.waiting_claims()
+    }
 }
 
 /// The name the test harness lists test `name` of the module at `module` (its
