@@ -190,17 +190,33 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_idle_timeout() {
 async fn a_claim_long_polls_past_the_body_timeout() {
     let (srv, _) = server(short_timeouts()).await;
     // The body arrives at once; the handler then holds the claim for 1 s, longer than every
-    // timeout of this server.
+    // timeout of this server (body 300 ms, idle 500 ms), and answers it.
+    const WAIT: Duration = Duration::from_millis(1000);
+    let started = std::time::Instant::now();
     let res = srv
         .api
         .post(
             "/v1/workflows/turns/claim",
-            json!({"worker": "w", "wait_ms": 1000,
+            json!({"worker": "w", "wait_ms": WAIT.as_millis() as u64,
                    "workflows": [{"workflow_type": "counter", "version": "v1"}]}),
         )
         .await
         .ok();
+    let waited = started.elapsed();
     assert_eq!(res, json!({"task": null}));
+    // The server cannot answer before the wait has run out (its deadline is later than
+    // `started`); the slack only allows for timer rounding.
+    assert!(
+        waited >= WAIT - Duration::from_millis(50),
+        "the claim answered after {waited:?}, before its wait_ms of {WAIT:?}: it did not \
+         long-poll, so it outlived no timeout"
+    );
+    assert!(
+        waited > Duration::from_millis(500),
+        "the claim answered after {waited:?}: not longer than the body (300 ms) and idle \
+         (500 ms) timeouts it is meant to outlive"
+    );
+    assert!(waited < BOUND, "the claim took {waited:?}");
 }
 
 #[tokio::test]
