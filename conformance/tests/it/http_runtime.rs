@@ -530,6 +530,22 @@ async fn stop_now_releases_the_held_turn_over_http() {
     assert_eq!((t.status, t.attempt), (TurnStatus::Completed, 1), "{t:?}");
 }
 
+/// Wait (at most [`GUARD`]) until the server's engine holds `n` claims parked in a long poll.
+async fn until_parked(f: &HttpFixture, n: usize, what: &str) {
+    let give_up = tokio::time::Instant::now() + GUARD;
+    loop {
+        let parked = f.engine().waiting_claims();
+        if parked == n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < give_up,
+            "{what}: the server holds {parked} parked claims after {GUARD:?}, not {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_serving_worker_long_polls_over_http() {
     let f = HttpFixture::memory(EngineConfig::default()).await;
@@ -540,8 +556,10 @@ async fn a_serving_worker_long_polls_over_http() {
         .concurrency(2)
         .run_async();
     let h = wf.start(&f.http(), "counter-1").await.unwrap();
+    // Idle, each slot holds a claim open on the server, parked there until something is
+    // ready; a worker polling with `wait_ms` 0 never has a claim parked.
+    until_parked(&f, 2, "an idle worker with 2 slots").await;
     // Admitted while both slots hold a claim open: one of them wakes and takes it.
-    tokio::time::sleep(Duration::from_millis(100)).await;
     h.send(Add { add: 3, more: 0 }, "m1").await.unwrap();
     let give_up = tokio::time::Instant::now() + GUARD;
     while h.turn(1).await.unwrap().steps.len() < 2 {
@@ -569,8 +587,8 @@ async fn an_idle_worker_stops_over_http_without_waiting_out_its_claim() {
             .claim_wait(Duration::from_secs(60))
             .concurrency(2)
             .run_async();
-        // Let both slots' long-poll claims reach the server.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Both slots' long-poll claims have reached the server and wait there.
+        until_parked(&f, 2, "an idle worker with 2 slots, before it stops").await;
         let started = std::time::Instant::now();
         let stopped = if graceful {
             tokio::time::timeout(IDLE_STOP_BOUND, running.stop()).await
@@ -585,6 +603,9 @@ async fn an_idle_worker_stops_over_http_without_waiting_out_its_claim() {
             "{which}() of an idle worker returned after {:?}",
             started.elapsed()
         );
+        // The server gives up the claims whose requests the worker dropped (and the next
+        // round's count is its own worker's).
+        until_parked(&f, 0, "a stopped worker's abandoned claims").await;
     }
     // The abandoned long polls took nothing: a message sent now is claimed by another worker,
     // on its first attempt, with no lease to wait out.
