@@ -3,11 +3,12 @@
 //!
 //! The engine runs over a store that counts its schedule scans (`due`) and the commits it
 //! refused for a stale revision, and yields before every read so that concurrent claims really
-//! interleave.
+//! interleave. It can also hold the first scans until all of them have begun ([`Gate`]), so
+//! that claims really scan at once.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::json;
@@ -23,6 +24,51 @@ use turnwise::{Backend, Engine, EngineConfig};
 struct Counts {
     scans: AtomicU64,
     conflicts: AtomicU64,
+    /// Holds the first scans until they have all begun, when set.
+    gate: Option<Gate>,
+}
+
+/// The first `n` scans each wait until all `n` have begun, so that `n` claims scan at once.
+/// Claims that cannot scan at once (a serialised engine) open it after [`Gate::BOUND`], and
+/// `opened_by_timeout` tells, with how many scans had begun by then (`begun_by_timeout`).
+struct Gate {
+    n: u64,
+    arrived: AtomicU64,
+    opened_by_timeout: AtomicBool,
+    begun_by_timeout: AtomicU64,
+}
+
+impl Gate {
+    /// Eight spawned claims begin their scans within milliseconds.
+    const BOUND: Duration = Duration::from_secs(5);
+
+    fn new(n: u64) -> Self {
+        Self {
+            n,
+            arrived: AtomicU64::new(0),
+            opened_by_timeout: AtomicBool::new(false),
+            begun_by_timeout: AtomicU64::new(0),
+        }
+    }
+
+    async fn pass(&self) {
+        let arrived = self.arrived.fetch_add(1, Ordering::SeqCst) + 1;
+        if arrived > self.n {
+            return;
+        }
+        let started = Instant::now();
+        while self.arrived.load(Ordering::SeqCst) < self.n
+            && !self.opened_by_timeout.load(Ordering::SeqCst)
+        {
+            if started.elapsed() > Self::BOUND {
+                let begun = self.arrived.load(Ordering::SeqCst);
+                self.begun_by_timeout.store(begun, Ordering::SeqCst);
+                self.opened_by_timeout.store(true, Ordering::SeqCst);
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
 }
 
 /// A [`MemoryStore`] that counts scans and refused commits, and yields before each read.
@@ -89,6 +135,9 @@ impl Store for Counting {
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
         self.counts.scans.fetch_add(1, Ordering::SeqCst);
+        if let Some(gate) = &self.counts.gate {
+            gate.pass().await;
+        }
         self.inner.due(ns, workflows, now, limit).await
     }
     async fn next_due(
@@ -131,7 +180,11 @@ impl Store for Counting {
 }
 
 fn engine() -> (Engine, Arc<Counts>) {
-    let counts = Arc::new(Counts::default());
+    engine_with(Counts::default())
+}
+
+fn engine_with(counts: Counts) -> (Engine, Arc<Counts>) {
+    let counts = Arc::new(counts);
     let store = Counting {
         inner: MemoryStore::new(),
         counts: counts.clone(),
@@ -270,38 +323,45 @@ async fn futures_select_first(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_scanning_at_once_do_not_race_for_one_instance() {
-    let (engine, counts) = engine();
-    for i in 0..8 {
+    const N: u64 = 8;
+    let (engine, counts) = engine_with(Counts {
+        gate: Some(Gate::new(N)),
+        ..Counts::default()
+    });
+    for i in 0..N {
         create(&engine, &format!("job-{i}")).await;
         admit(&engine, &format!("job-{i}")).await;
     }
-    // Eight claims at once over eight ready instances: each takes a different one, and none
-    // commits over another's claim.
-    let claims: Vec<_> = (0..8).map(|_| claim(&engine, 0)).collect();
+    // Eight claims scanning at once over eight ready instances (the gate holds each scan
+    // until all eight have begun): each takes a different one, and none commits over another's
+    // claim.
+    let claims: Vec<_> = (0..N).map(|_| claim(&engine, 0)).collect();
     let mut ids = Vec::new();
-    for c in claims {
-        if let Some(task) = c.await.unwrap() {
-            ids.push(task.turn.workflow_id);
+    for (i, c) in claims.into_iter().enumerate() {
+        match c.await.unwrap() {
+            Some(task) => ids.push(task.turn.workflow_id),
+            // A claim passes over the instances others decide on, and each of those is taken
+            // by another claim; with as many ready instances as claims, one is left for each.
+            None => panic!(
+                "claim {i} of {N} got no task although {N} instances were ready for {N} claims \
+                 (taken so far: {ids:?})"
+            ),
         }
     }
-    let n = ids.len();
+    let gate = counts.gate.as_ref().expect("the gate is set");
+    assert!(
+        !gate.opened_by_timeout.load(Ordering::SeqCst),
+        "the claims did not scan at once: only {} of {N} scans had begun after {:?} (are \
+         claims serialised?), so nothing here shows that concurrent claims do not race",
+        gate.begun_by_timeout.load(Ordering::SeqCst),
+        Gate::BOUND
+    );
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), n, "a turn was handed out twice: {ids:?}");
+    assert_eq!(ids.len(), N as usize, "a turn was handed out twice: {ids:?}");
     assert_eq!(
         counts.conflicts.load(Ordering::SeqCst),
         0,
         "claims raced for the same instance"
     );
-    // Whatever a claim passed over while another decided on it is still there for the next.
-    while ids.len() < 8 {
-        let task = claim(&engine, 1_000)
-            .await
-            .unwrap()
-            .expect("a ready turn is left");
-        ids.push(task.turn.workflow_id);
-    }
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), 8);
 }
