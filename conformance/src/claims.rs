@@ -187,7 +187,7 @@ pub async fn long_poll_woken_by_due_timer(f: impl Fixture) {
         "a claim waiting while a sleep becomes due",
     )
     .await
-        .expect("the due turn is handed to the waiting claim");
+    .expect("the due turn is handed to the waiting claim");
     assert_eq!(resumed.turn.number, 1);
     assert_eq!(
         resumed.turn.attempt, 1,

@@ -358,7 +358,11 @@ async fn claims_scanning_at_once_do_not_race_for_one_instance() {
     );
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), N as usize, "a turn was handed out twice: {ids:?}");
+    assert_eq!(
+        ids.len(),
+        N as usize,
+        "a turn was handed out twice: {ids:?}"
+    );
     assert_eq!(
         counts.conflicts.load(Ordering::SeqCst),
         0,
