@@ -53,9 +53,7 @@ impl Http {
             if call.retry == Retry::Once || !may_retry || retries >= config.max_retries {
                 return Err(error);
             }
-            let delay = asked
-                .map(|d| d.min(MAX_DELAY))
-                .unwrap_or_else(|| jitter(config.retry_delay, retries));
+            let delay = delay_before_retry(asked, config.retry_delay, retries);
             if first.elapsed() + delay > config.retry_budget {
                 return Err(error);
             }
@@ -70,6 +68,14 @@ impl Http {
             retries += 1;
         }
     }
+}
+
+/// How long to wait before retry number `retries + 1`: the delay the server asked for
+/// (`Retry-After` or the body's hint), at most [`MAX_DELAY`], else jittered backoff from `base`.
+fn delay_before_retry(asked: Option<Duration>, base: Duration, retries: u32) -> Duration {
+    asked
+        .map(|d| d.min(MAX_DELAY))
+        .unwrap_or_else(|| jitter(base, retries))
 }
 
 /// The delay an answer's `Retry-After` header asks for, if it is readable.
@@ -185,6 +191,27 @@ mod tests {
             asked > Duration::from_secs(110) && asked <= Duration::from_secs(120),
             "{asked:?}"
         );
+    }
+
+    #[test]
+    fn retry_after_is_capped_at_a_minute() {
+        let base = Duration::from_millis(5);
+        // A day asked for, by header or body hint: a minute is waited.
+        assert_eq!(
+            delay_before_retry(Some(Duration::from_secs(86_400)), base, 0),
+            MAX_DELAY
+        );
+        assert_eq!(MAX_DELAY, Duration::from_secs(60));
+        assert_eq!(
+            delay_before_retry(Some(Duration::from_secs(61)), base, 3),
+            MAX_DELAY
+        );
+        // Under the cap, the delay asked for is waited as asked, whatever the backoff.
+        for asked in [Duration::ZERO, Duration::from_millis(300), MAX_DELAY] {
+            assert_eq!(delay_before_retry(Some(asked), base, 5), asked);
+        }
+        // Nothing asked: the jittered backoff, under its own ceiling.
+        assert!(delay_before_retry(None, base, 0) < base);
     }
 
     #[test]

@@ -14,6 +14,8 @@ use serde_json::{json, Value};
 use turnwise::protocol::*;
 use turnwise::{Backend, Error, Http};
 
+use crate::common;
+
 /// One programmed answer.
 #[derive(Clone)]
 struct Reply {
@@ -579,9 +581,10 @@ async fn budget_is_respected() {
 
 #[tokio::test]
 async fn retry_after_is_capped_at_a_minute() {
+    // A day asked for. Capped at 60 s, it is still over a 59 s budget: no retry, and no
+    // day-long wait.
     let server = Scripted::start(vec![]).await;
     server.otherwise(unavailable().header("retry-after", "86400"));
-    // The cap (60 s) is still over a 59 s budget: no retry, and no day-long wait.
     let http = Http::builder(server.url())
         .retry_budget(Duration::from_secs(59))
         .build()
@@ -590,6 +593,30 @@ async fn retry_after_is_capped_at_a_minute() {
     http.get_instance("w-1").await.unwrap_err();
     assert_eq!(server.seen().len(), 1);
     assert!(started.elapsed() < Duration::from_secs(2));
+
+    // Within a 61 s budget the capped delay fits, so the client waits to retry. Uncapped, the
+    // day would not fit, and the call would end at once with the first answer's error.
+    // (The exact delay, 60 s, is checked in `client::retry`'s unit tests.)
+    let server = Scripted::start(vec![]).await;
+    server.otherwise(unavailable().header("retry-after", "86400"));
+    let http = Http::builder(server.url())
+        .retry_budget(Duration::from_secs(61))
+        .build()
+        .unwrap();
+    let mut call = tokio::spawn(async move { http.get_instance("w-1").await });
+    common::eventually("the first try", || async {
+        (!server.seen().is_empty()).then_some(())
+    })
+    .await;
+    match tokio::time::timeout(Duration::from_secs(1), &mut call).await {
+        Err(_) => {}
+        Ok(ended) => panic!(
+            "the call ended instead of waiting the capped minute to retry: {:?}",
+            ended.map(|r| r.map(drop))
+        ),
+    }
+    assert_eq!(server.seen().len(), 1, "no retry before the minute is up");
+    call.abort();
 }
 
 #[tokio::test]
