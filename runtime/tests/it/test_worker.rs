@@ -3,8 +3,8 @@
 //! [`GUARD`]; every due time of the engine is on the manual clock.
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::{Barrier, Notify};
@@ -134,14 +134,18 @@ async fn concurrency_runs_turns_of_several_instances_at_once() {
 
 #[tokio::test]
 async fn the_worker_heartbeats_the_lease_every_third_of_it() {
+    const LEASE: Duration = Duration::from_millis(1500);
     let mut wf = Held::new(Hold::GateOnce);
-    // Beats every 500 ms of real time, each allowed 500 ms: generous on a loaded machine.
-    wf.options = WorkflowOptions::default().lease(Duration::from_millis(1500));
-    let env = TestEnv::new().register(wf.clone());
-    let h = env.start(&wf, "held-1").await.unwrap();
+    wf.options = WorkflowOptions::default().lease(LEASE);
+    let env = TestEnv::new();
+    // The worker talks to the engine through a backend that notes when each beat arrives.
+    let spy = Spy::new(env.engine().clone(), false);
+    let h = wf.start(&spy, "held-1").await.unwrap();
     h.send(1, "m1").await.unwrap();
+    let worker = Worker::new(spy.clone())
+        .clock(Arc::new(env.clock().clone()) as Arc<dyn Clock>)
+        .register(wf.clone());
 
-    let worker = env.worker().clone();
     let run = tokio::spawn(async move { worker.run_once().await });
     tokio::time::timeout(GUARD, wf.probe.entered.notified())
         .await
@@ -149,8 +153,29 @@ async fn the_worker_heartbeats_the_lease_every_third_of_it() {
     let claimed = env.clock().now_ms();
     assert_eq!(h.turn(1).await.unwrap().deadline_ms, Some(claimed + 1500));
 
-    // Within the lease on the engine's clock; a heartbeat (every third of the lease, in real
-    // time) extends it from the engine's now.
+    // Beats come in real time, each a third of the lease (500 ms) after the last one was
+    // answered: never sooner, and on a loaded machine perhaps later. So every gap is at least
+    // a third, and the shortest is under half the lease (a beat every half lease, or slower,
+    // would make every gap 750 ms or more).
+    let beats = eventually("four heartbeats", || async {
+        let beats = spy.beats();
+        (beats.len() >= 4).then_some(beats)
+    })
+    .await;
+    let gaps: Vec<Duration> = beats.windows(2).map(|w| w[1] - w[0]).collect();
+    let third = LEASE / 3;
+    assert!(
+        gaps.iter().all(|g| *g >= third - Duration::from_millis(5)),
+        "a beat came sooner than a third of the lease ({third:?}) after the last: {gaps:?}"
+    );
+    let shortest = gaps.iter().min().copied().unwrap();
+    assert!(
+        shortest < LEASE / 2,
+        "no two beats were within half the lease ({:?}) of each other: {gaps:?}",
+        LEASE / 2
+    );
+
+    // Within the lease on the engine's clock; a beat extends it from the engine's now.
     env.clock().advance(Duration::from_millis(1000));
     let deadline = eventually("a heartbeat", || async {
         let d = h.turn(1).await.unwrap().deadline_ms.unwrap();
@@ -457,82 +482,105 @@ async fn a_panicking_handler_fails_its_attempt_and_the_worker_goes_on() {
 // ---------------------------------------------------------------------------------------------
 // A claim of a version the worker did not register.
 
-/// A backend that also claims `held v2` for the worker, as a misbehaving server could hand out
-/// a version the worker never asked for.
+/// A backend that forwards every call to the engine and notes when each heartbeat arrives.
+/// With `widen` it also claims `held v2` for the worker, as a misbehaving server could hand
+/// out a version the worker never asked for.
 #[derive(Clone)]
-struct Widen(Engine);
+struct Spy {
+    engine: Engine,
+    widen: bool,
+    /// The real time at which each heartbeat arrived, in order.
+    beats: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Spy {
+    fn new(engine: Engine, widen: bool) -> Self {
+        Self {
+            engine,
+            widen,
+            beats: Arc::default(),
+        }
+    }
+
+    fn beats(&self) -> Vec<Instant> {
+        self.beats.lock().unwrap().clone()
+    }
+}
 
 #[async_trait]
-impl Backend for Widen {
+impl Backend for Spy {
     async fn create_instance(
         &self,
         req: CreateInstanceRequest,
     ) -> turnwise::Result<WorkflowInstance> {
-        self.0.create_instance(req).await
+        self.engine.create_instance(req).await
     }
     async fn send_message(&self, req: MessageRequest) -> turnwise::Result<WorkflowTurn> {
-        self.0.send_message(req).await
+        self.engine.send_message(req).await
     }
     async fn get_instance(&self, id: &str) -> turnwise::Result<WorkflowInstance> {
-        self.0.get_instance(id).await
+        self.engine.get_instance(id).await
     }
     async fn runs(&self, query: RunsQuery) -> turnwise::Result<RunPage> {
-        self.0.runs(query).await
+        self.engine.runs(query).await
     }
     async fn run(&self, run_id: &str) -> turnwise::Result<WorkflowRun> {
-        self.0.run(run_id).await
+        self.engine.run(run_id).await
     }
     async fn run_stats(&self, hours: u32) -> turnwise::Result<RunStats> {
-        self.0.run_stats(hours).await
+        self.engine.run_stats(hours).await
     }
     async fn list_instances(&self, query: ListInstancesQuery) -> turnwise::Result<InstanceList> {
-        self.0.list_instances(query).await
+        self.engine.list_instances(query).await
     }
     async fn instance_inbox(&self, query: InboxQuery) -> turnwise::Result<InboxResponse> {
-        self.0.instance_inbox(query).await
+        self.engine.instance_inbox(query).await
     }
     async fn type_inbox(&self, query: TypeInboxQuery) -> turnwise::Result<TypeInboxResponse> {
-        self.0.type_inbox(query).await
+        self.engine.type_inbox(query).await
     }
     async fn history(&self, query: HistoryQuery) -> turnwise::Result<HistoryResponse> {
-        self.0.history(query).await
+        self.engine.history(query).await
     }
     async fn turn(&self, query: TurnQuery) -> turnwise::Result<WorkflowTurn> {
-        self.0.turn(query).await
+        self.engine.turn(query).await
     }
     async fn control(&self, req: ControlRequest) -> turnwise::Result<WorkflowInstance> {
-        self.0.control(req).await
+        self.engine.control(req).await
     }
     async fn delete_instance(&self, req: DeleteRequest) -> turnwise::Result<DeleteResponse> {
-        self.0.delete_instance(req).await
+        self.engine.delete_instance(req).await
     }
     async fn claim(&self, mut req: ClaimRequest) -> turnwise::Result<ClaimResponse> {
-        req.workflows.push(WorkflowRef::new("held", "v2"));
-        self.0.claim(req).await
+        if self.widen {
+            req.workflows.push(WorkflowRef::new("held", "v2"));
+        }
+        self.engine.claim(req).await
     }
     async fn operation(&self, req: OperationRequest) -> turnwise::Result<WorkflowTurn> {
-        self.0.operation(req).await
+        self.engine.operation(req).await
     }
     async fn progress(&self, req: ProgressRequest) -> turnwise::Result<WorkflowTurn> {
-        self.0.progress(req).await
+        self.engine.progress(req).await
     }
     async fn checkpoint(&self, req: CheckpointRequest) -> turnwise::Result<WorkflowTurn> {
-        self.0.checkpoint(req).await
+        self.engine.checkpoint(req).await
     }
     async fn wait_signal(&self, req: WaitSignalRequest) -> turnwise::Result<WorkflowTurn> {
-        self.0.wait_signal(req).await
+        self.engine.wait_signal(req).await
     }
     async fn signal(&self, req: SignalRequest) -> turnwise::Result<WorkflowTurn> {
-        self.0.signal(req).await
+        self.engine.signal(req).await
     }
     async fn complete(&self, req: CompleteRequest) -> turnwise::Result<WorkflowTurn> {
-        self.0.complete(req).await
+        self.engine.complete(req).await
     }
     async fn fail(&self, req: FailRequest) -> turnwise::Result<WorkflowTurn> {
-        self.0.fail(req).await
+        self.engine.fail(req).await
     }
     async fn heartbeat(&self, lease: Lease) -> turnwise::Result<WorkflowTurn> {
-        self.0.heartbeat(lease).await
+        self.beats.lock().unwrap().push(Instant::now());
+        self.engine.heartbeat(lease).await
     }
 }
 
@@ -555,7 +603,7 @@ impl Workflow for HeldV2 {
 #[tokio::test]
 async fn a_claim_of_an_unregistered_version_is_never_failed() {
     let env = TestEnv::new();
-    let widened = Widen(env.engine().clone());
+    let widened = Spy::new(env.engine().clone(), true);
     let h = HeldV2.start(&widened, "held-v2").await.unwrap();
     h.send(1, "m1").await.unwrap();
     let worker = Worker::new(widened)
