@@ -1334,13 +1334,17 @@ async fn sqlite_cache_follows_commits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_long_relaxed_runs_persist() {
-    // Enough relaxed-only commits to make the writer checkpoint between them.
+    // Enough relaxed-only commits (5120) to make the writer checkpoint among them (it does after
+    // every 4096). Without the sync thread, relaxed batches commit at `synchronous=OFF` with
+    // SQLite's automatic checkpoints off, so only the writer's own checkpoint moves them from
+    // the write-ahead log into the database file.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
     const TASKS: u64 = 64;
     const REVISIONS: u64 = 80;
     {
-        let s = Arc::new(SqliteStore::open(&path).await.unwrap());
+        let options = SqliteOptions::default().with_sync_thread(false);
+        let s = Arc::new(SqliteStore::open_with(&path, options).await.unwrap());
         let mut tasks = Vec::new();
         for k in 0..TASKS {
             let s = s.clone();
@@ -1356,6 +1360,27 @@ async fn sqlite_long_relaxed_runs_persist() {
         for t in tasks {
             t.await.unwrap();
         }
+        let stats = s.stats();
+        assert_eq!(
+            (stats.write_sets, stats.durable_batches),
+            (TASKS * REVISIONS, 0),
+            "relaxed write sets only: {stats:?}"
+        );
+
+        // The checkpoint ran while the store was open (the writer checkpoints right after the
+        // batch that crossed 4096, long before the last commit was answered): the database file
+        // alone, copied without its log, holds every instance, at the revision it had then.
+        let copy = dir.path().join("without-the-log.db");
+        std::fs::copy(&path, &copy).unwrap();
+        let conn = rusqlite::Connection::open(&copy).unwrap();
+        let instances: i64 = conn
+            .query_row("SELECT count(*) FROM instances", [], |r| r.get(0))
+            .unwrap_or_else(|e| panic!("the database file alone has no instances table: {e}"));
+        assert_eq!(
+            instances, TASKS as i64,
+            "the database file alone holds {instances} of the {TASKS} instances: no checkpoint \
+             moved the relaxed commits out of the log"
+        );
     }
     let s = SqliteStore::open(&path).await.unwrap();
     for k in 0..TASKS {
