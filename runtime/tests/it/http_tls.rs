@@ -15,6 +15,10 @@ use turnwise::{Backend, Error, Http};
 const CA: &[u8] = include_bytes!("../data/test-ca.pem");
 const SERVER_CERT: &[u8] = include_bytes!("../data/test-server.pem");
 const SERVER_KEY: &[u8] = include_bytes!("../data/test-server.key");
+/// A second CA, and a server certificate it signed.
+const CA_2: &[u8] = include_bytes!("../data/test-ca-2.pem");
+const SERVER_2_CERT: &[u8] = include_bytes!("../data/test-server-2.pem");
+const SERVER_2_KEY: &[u8] = include_bytes!("../data/test-server-2.key");
 
 /// The `Error::Invalid` message of a client built with these CA documents, or a panic naming
 /// what was built instead.
@@ -33,23 +37,30 @@ fn refusal(pems: &[&[u8]]) -> String {
     }
 }
 
-#[test]
-fn a_good_ca_pem_is_accepted() {
+#[tokio::test]
+async fn a_good_ca_pem_is_accepted() {
     for base in ["https://127.0.0.1:1", "http://127.0.0.1:1"] {
         Http::builder(base)
             .ca_certificate(CA)
             .build()
             .unwrap_or_else(|e| panic!("{base}: {e}"));
     }
-    // A bundle of several certificates, with other sections between them, reads too.
+    // A bundle of several certificates, with other sections between them: each one of them is
+    // trusted, not only the first. The server's certificate was signed by the second CA.
     let mut bundle = CA.to_vec();
     bundle.extend_from_slice(SERVER_KEY);
-    bundle.extend_from_slice(SERVER_CERT);
-    Http::builder("https://127.0.0.1:1")
+    bundle.extend_from_slice(CA_2);
+    let addr = tls_server(SERVER_2_CERT, SERVER_2_KEY, 1);
+    let client = Http::builder(format!("https://{addr}"))
         .ca_certificate(bundle)
         .ca_certificate(CA)
+        .max_retries(0)
         .build()
-        .expect("a bundle of two certificates and a key");
+        .expect("a bundle of two certificates and a key, and another document");
+    client
+        .heartbeat(lease())
+        .await
+        .expect("the server's certificate verifies against the bundle's second CA");
 }
 
 #[test]
@@ -82,13 +93,13 @@ fn a_bad_ca_pem_is_refused_naming_the_problem() {
     assert!(message.contains("PEM #2"), "{message}");
 }
 
-/// A TLS server on 127.0.0.1 with the test server certificate, answering `{}` to each of up to
-/// `connections` requests, one per connection.
-fn tls_server(connections: usize) -> SocketAddr {
-    let certs = CertificateDer::pem_slice_iter(SERVER_CERT)
+/// A TLS server on 127.0.0.1 with certificate `cert` and its `key`, answering `{}` to each of up
+/// to `connections` requests, one per connection.
+fn tls_server(cert: &[u8], key: &[u8], connections: usize) -> SocketAddr {
+    let certs = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<Vec<_>, _>>()
         .expect("the test certificate");
-    let key = PrivateKeyDer::from_pem_slice(SERVER_KEY).expect("the test key");
+    let key = PrivateKeyDer::from_pem_slice(key).expect("the test key");
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -157,7 +168,7 @@ fn lease() -> Lease {
 
 #[tokio::test]
 async fn the_given_ca_is_trusted_in_a_handshake_and_nothing_else_is() {
-    let addr = tls_server(2);
+    let addr = tls_server(SERVER_CERT, SERVER_KEY, 2);
     let base = format!("https://{addr}");
 
     // With the CA, the server's certificate verifies and the call goes through (a heartbeat is
