@@ -59,8 +59,16 @@ async fn a_second_server_on_the_same_file_exits_naming_the_file_and_the_holder()
     assert_eq!(api.snapshot("held-1").await["instance"]["id"], "held-1");
 }
 
-/// The binary on `db` with its stderr collected: the process, its address and the lines.
-fn spawn_logging(db: &Path) -> (ServerProcess, String, Arc<Mutex<Vec<String>>>) {
+/// The binary on `db` with its stderr collected: the process, its address, the lines, and the
+/// thread collecting them, which ends once the process is gone and every line is in.
+fn spawn_logging(
+    db: &Path,
+) -> (
+    ServerProcess,
+    String,
+    Arc<Mutex<Vec<String>>>,
+    std::thread::JoinHandle<()>,
+) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_turnwise"))
         .args(["serve", "--db"])
         .arg(db)
@@ -75,7 +83,7 @@ fn spawn_logging(db: &Path) -> (ServerProcess, String, Arc<Mutex<Vec<String>>>) 
     let log = Arc::new(Mutex::new(Vec::new()));
     let stderr = child.stderr.take().unwrap();
     let lines = log.clone();
-    std::thread::spawn(move || {
+    let collecting = std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             lines.lock().unwrap().push(line);
         }
@@ -93,7 +101,7 @@ fn spawn_logging(db: &Path) -> (ServerProcess, String, Arc<Mutex<Vec<String>>>) 
     let addr = rx
         .recv_timeout(PATIENCE)
         .unwrap_or_else(|_| panic!("the server did not listen: {:?}", log.lock().unwrap()));
-    (child, addr, log)
+    (child, addr, log, collecting)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +110,7 @@ async fn deleted_database_files_make_writes_and_status_answer_503() {
     let db = std::fs::canonicalize(dir.path())
         .unwrap()
         .join("turnwise.db");
-    let (_server, addr, log) = spawn_logging(&db);
+    let (mut server, addr, log, collecting) = spawn_logging(&db);
     let api = Api::new(format!("http://{addr}"), None);
     api.create("f-1", 60_000).await;
     api.send("f-1", "m1", json!(1)).await;
@@ -143,18 +151,32 @@ async fn deleted_database_files_make_writes_and_status_answer_503() {
     .await
     .err(503, "store_unavailable");
 
-    // Logged at error level, once.
-    let until = Instant::now() + PATIENCE;
-    let logged = loop {
-        let lines = log.lock().unwrap().clone();
-        let found: Vec<String> = lines
-            .into_iter()
+    // Logged at error level, once. Seen once, the log is read to its end (the server stopped,
+    // every line it wrote collected, its shutdown's too) and every line reporting it is
+    // counted.
+    let reports = |lines: &[String]| {
+        lines
+            .iter()
             .filter(|l| l.contains("ERROR") && l.contains("was deleted"))
-            .collect();
-        if !found.is_empty() || Instant::now() >= until {
-            break found;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+            .count()
     };
-    assert_eq!(logged.len(), 1, "{:?}", log.lock().unwrap());
+    let until = Instant::now() + PATIENCE;
+    while reports(&log.lock().unwrap()) == 0 {
+        assert!(
+            Instant::now() < until,
+            "the deleted file was never logged: {:?}",
+            log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A graceful stop: whatever the server logs is written out before it exits.
+    let term = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    wait_exit(&mut server.0, PATIENCE).expect("the server exits after SIGTERM");
+    collecting.join().unwrap();
+    let lines = log.lock().unwrap().clone();
+    assert_eq!(reports(&lines), 1, "logged once: {lines:?}");
 }
