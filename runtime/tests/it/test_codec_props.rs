@@ -222,6 +222,73 @@ struct Forgetful {
     lost: u8,
 }
 
+/// A map that writes its entries in the order they were inserted, as an `IndexMap` or
+/// serde_json's own `Map` (under its `preserve_order` feature) do.
+#[derive(Clone, Debug, PartialEq)]
+struct Ordered(Vec<(String, f64)>);
+
+impl Serialize for Ordered {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Ordered, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Ordered(entries))
+            }
+        }
+        deserializer.deserialize_map(Entries)
+    }
+}
+
+/// Ordered maps at several depths.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+struct Nest {
+    top: Ordered,
+    list: Vec<Ordered>,
+    inner: Option<Box<Nest>>,
+}
+
+impl Nest {
+    fn of(map: &Ordered) -> Self {
+        Nest {
+            top: map.clone(),
+            list: vec![map.clone(), map.clone()],
+            inner: Some(Box::new(Nest {
+                top: map.clone(),
+                list: vec![],
+                inner: None,
+            })),
+        }
+    }
+}
+
+/// The text a store writes for an encoded value: serde_json's (the stores write their records,
+/// which hold the value, with `serde_json::to_string`).
+fn stored(value: &Value) -> String {
+    serde_json::to_string(value).unwrap()
+}
+
 proptest! {
     #[test]
     fn btree_maps_round_trip(m in prop::collection::btree_map(key(), any::<i64>(), 0..8)) {
@@ -229,16 +296,40 @@ proptest! {
     }
 
     #[test]
-    fn hash_maps_round_trip_to_the_same_bytes_in_any_insertion_order(
+    fn hash_maps_round_trip(m in prop::collection::hash_map(key(), finite_f64(), 0..8)) {
+        survives(&m)?;
+    }
+
+    #[test]
+    fn maps_are_stored_as_the_same_bytes_in_any_insertion_order(
         entries in prop::collection::vec((key(), finite_f64()), 0..8),
     ) {
         let unique: Vec<(String, f64)> = entries.into_iter().collect::<BTreeMap<_, _>>().into_iter().collect();
+        let forward = Ordered(unique.clone());
+        let backward = Ordered(unique.iter().rev().cloned().collect());
+        // The inputs really write their entries in different orders.
+        if unique.len() > 1 {
+            prop_assert_ne!(serde_json::to_string(&forward).unwrap(), serde_json::to_string(&backward).unwrap());
+        }
+        // Maps in a struct's field, in a list and one struct deeper. Whatever order the
+        // entries (and the struct's fields) are written in, what is stored is the same text:
+        // the canonical one, keys sorted at every level.
+        let (a, _) = encode_verified(&JsonCodec, "forward", &Nest::of(&forward))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let (b, _) = encode_verified(&JsonCodec, "backward", &Nest::of(&backward))
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let stored_a = stored(&a);
+        prop_assert_eq!(&stored_a, &stored(&b));
+        prop_assert_eq!(stored_a, String::from_utf8(canonical_bytes(&a)).unwrap());
+
+        // Hash maps iterate in their own random order each.
         let forward: HashMap<String, f64> = unique.iter().cloned().collect();
         let backward: HashMap<String, f64> = unique.iter().rev().cloned().collect();
-        prop_assert_eq!(&forward, &backward);
-        let a = survives(&forward)?;
-        let b = survives(&backward)?;
-        prop_assert_eq!(canonical_bytes(&a), canonical_bytes(&b));
+        let (a, _) = encode_verified(&JsonCodec, "forward", &forward)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let (b, _) = encode_verified(&JsonCodec, "backward", &backward)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(stored(&a), stored(&b));
     }
 
     #[test]
