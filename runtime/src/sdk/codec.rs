@@ -84,7 +84,13 @@ impl Codec for JsonCodec {
                 "non-finite number at {path}; JSON has no NaN or infinity"
             ));
         }
-        serde_json::to_value(value).map_err(|e| e.to_string())
+        let mut json = serde_json::to_value(value).map_err(|e| e.to_string())?;
+        // Keys sorted at every level even when serde_json's `preserve_order` feature is on
+        // (any crate of the build can turn it on): then its maps keep the order in which a
+        // value wrote its entries, and a `HashMap` would be stored differently each time.
+        // Without that feature, maps are always sorted and this does nothing.
+        json.sort_all_objects();
+        Ok(json)
     }
 
     fn decode<T: DeserializeOwned>(&self, value: &Value) -> Result<T, String> {
