@@ -1,6 +1,7 @@
 //! Replay determinism: outside a step, the body does not read the clock, draw random values,
-//! spawn tasks, read the environment, touch the file system or iterate over a hash collection
-//! (unless the workflow opts out with `#[workflow(allow_nondeterminism)]`).
+//! sleep other than durably, spawn tasks, read the environment, touch the file system or
+//! iterate over a hash collection (unless the workflow opts out with
+//! `#[workflow(allow_nondeterminism)]`).
 
 use std::collections::HashMap;
 
@@ -13,20 +14,28 @@ use super::Analyzer;
 impl Analyzer<'_> {
     /// Report `what` at `at`, naming the alternative, `instead`, unless the workflow opts out.
     fn nondeterministic(&self, at: &dyn quote::ToTokens, what: &str, instead: &str) {
+        self.refuse(
+            at,
+            &format!(
+                "{what} in a workflow body makes replays diverge: the turn runs again from the top on every attempt and must take the same path; {instead}"
+            ),
+        );
+    }
+
+    /// Report `message` at `at`, with the opt-out, unless the workflow opts out.
+    fn refuse(&self, at: &dyn quote::ToTokens, message: &str) {
         if self.s.allow_nondeterminism {
             return;
         }
         self.cx.error_spanned_by(
             at.to_token_stream(),
-            format!(
-                "{what} in a workflow body makes replays diverge: the turn runs again from the top on every attempt and must take the same path; {instead} (or opt out with `#[workflow(allow_nondeterminism)]`)"
-            ),
+            format!("{message} (or opt out with `#[workflow(allow_nondeterminism)]`)"),
         );
     }
 
     /// A path called or named outside a step does not read the clock, draw a random value,
-    /// spawn a task, read the environment or touch the file system (the path resolved through
-    /// the body's `use` items).
+    /// sleep (`tokio::time::sleep`, `std::thread::sleep`: not durable), spawn a task, read the
+    /// environment or touch the file system (the path resolved through the body's `use` items).
     pub(super) fn check_path(&self, path: &syn::Path) {
         let written: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
         // Resolve the first segment through the body's `use` items.
@@ -60,6 +69,16 @@ impl Analyzer<'_> {
                 &shown,
                 &format!(
                     "read the time as a step, saved and replayed: `{ctx}.now(\"key\").await?`"
+                ),
+            );
+        } else if ends(&["time", "sleep"])
+            || ends(&["time", "sleep_until"])
+            || ends(&["thread", "sleep"])
+        {
+            self.refuse(
+                span,
+                &format!(
+                    "{shown} in a workflow body is not a durable sleep: it holds the worker while it waits, is lost if the worker stops, and waits again each time the turn runs from the top; sleep durably, saved with its wake-up time and without holding the worker: `{ctx}.sleep(\"key\", duration).await?`"
                 ),
             );
         } else if segs

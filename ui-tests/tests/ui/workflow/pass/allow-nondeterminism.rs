@@ -12,6 +12,7 @@ struct Count {
 async fn counter(ctx: &mut Turn, state: Count, add: u64) -> Result<Done<Count, u64>, TurnError> {
     let _ = std::time::SystemTime::now();
     let _ = std::env::var("HOME");
+    tokio::time::sleep(std::time::Duration::ZERO).await;
     let _ = ctx;
     Ok(Done::new(state).reply(add))
 }
