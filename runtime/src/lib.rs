@@ -165,7 +165,7 @@ pub use handle::{CallError, Handle, Pending, WorkflowExt};
 pub use http::{Http, HttpBuilder};
 pub use worker::{RunningWorker, Worker};
 pub use workflow::{
-    Accepts, Done, Signal, StepOutput, TurnError, TurnResult, Workflow, WorkflowError,
+    AcceptedBy, Accepts, Done, Signal, StepOutput, TurnError, TurnResult, Workflow, WorkflowError,
     WorkflowOptions, WorkflowWait,
 };
 

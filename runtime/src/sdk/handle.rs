@@ -8,7 +8,7 @@ use crate::protocol::backend::Backend;
 use crate::protocol::error::{Error, Result};
 use crate::protocol::*;
 use crate::sdk::codec;
-use crate::sdk::workflow::{Accepts, Signal, Workflow};
+use crate::sdk::workflow::{AcceptedBy, Workflow};
 
 /// The future of a [`Handle`] call that returns a boxed future (see [`Handle::signal`]).
 pub type Pending<'a, T> =
@@ -199,8 +199,7 @@ impl<W: Workflow> Handle<W> {
     /// reported once, at the signal's type.
     pub fn signal<S>(&self, turn: u64, value: S, id: impl Into<String>) -> Pending<'_, WorkflowTurn>
     where
-        S: Signal,
-        W: Accepts<S>,
+        S: AcceptedBy<W>,
     {
         // The future is boxed so that its type does not depend on `S`: an unaccepted signal is
         // then one unmet bound, at the call, rather than one more for the future and its await.
@@ -230,8 +229,7 @@ impl<W: Workflow> Handle<W> {
     /// not accept is one compile error.
     pub fn signal_waiting<S>(&self, value: S, id: impl Into<String>) -> Pending<'_, WorkflowTurn>
     where
-        S: Signal,
-        W: Accepts<S>,
+        S: AcceptedBy<W>,
     {
         let id = id.into();
         Box::pin(self.signal_waiting_inner::<S>(value, id))
@@ -239,8 +237,7 @@ impl<W: Workflow> Handle<W> {
 
     async fn signal_waiting_inner<S>(&self, value: S, id: String) -> Result<WorkflowTurn>
     where
-        S: Signal,
-        W: Accepts<S>,
+        S: AcceptedBy<W>,
     {
         let head = self
             .backend

@@ -198,3 +198,13 @@ pub trait Signal: Data {
     note = "list the signal in the workflow's accepted signals, e.g. `#[workflow(signals({S}))]`, or implement `Accepts<{S}>`"
 )]
 pub trait Accepts<S: Signal>: Workflow {}
+
+/// A signal that workflow `W` accepts: the bound a [`Handle`](crate::Handle) puts on the signal
+/// it sends. It holds for every `S` where `W: Accepts<S>`; implement [`Accepts`], not this.
+///
+/// The bound is on the signal rather than on the workflow so that the signal's type is known
+/// when a wrong one is reported: `handle.signal(1, Cancel, "id")` names `Cancel`, also for a
+/// workflow that accepts no signal at all.
+pub trait AcceptedBy<W>: Signal {}
+
+impl<S: Signal, W: Accepts<S>> AcceptedBy<W> for S {}

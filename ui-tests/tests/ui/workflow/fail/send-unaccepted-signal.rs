@@ -1,4 +1,5 @@
-// A handle sending a signal the workflow does not accept.
+// A handle sending a signal the workflow does not accept, named with a turbofish or inferred
+// from the value (the signal is named, not a type mismatch against the one accepted signal).
 #![allow(dead_code, unused_imports)]
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,7 @@ async fn review(ctx: &mut Turn, state: Count, add: u64) -> Result<Done<Count, u6
 
 async fn cancel(handle: Handle<review>) -> Result<(), turnwise::Error> {
     handle.signal::<Cancel>(1, Cancel, "cancel-1").await?;
+    handle.signal(1, Cancel, "cancel-2").await?;
     Ok(())
 }
 
