@@ -1,4 +1,5 @@
-//! The reads: `instances list|get`, `inbox`, `history`, `turn` and `runs`.
+//! The reads: `instances list|get`, `inbox`, `history`, `turn` and `runs` (and the
+//! `instances` group's one write, `instances create`, which `control` runs).
 
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -11,13 +12,17 @@ use turnwise::Backend;
 use super::output::{self, compact, fields, opt, time, Table};
 use super::{Ctx, Failure, IdArg};
 
-/// `instances list` and `instances get`.
+/// `instances list`, `instances get` and `instances create`.
 #[derive(Subcommand, Debug)]
 pub enum InstancesCommand {
     /// List instances by id, optionally only those of one workflow type or status.
     List(ListArgs),
     /// Read one instance: its state, status and current turn.
     Get(IdArg),
+    /// Create an instance of a workflow type and version with an initial state, checked
+    /// against its registered state schema first. An identical repeat answers the existing
+    /// instance; the same id with another type or version is a conflict (exit 4).
+    Create(super::control::CreateArgs),
 }
 
 /// `instances list`.
@@ -92,6 +97,7 @@ pub async fn instances(ctx: &Ctx, command: InstancesCommand) -> Result<(), Failu
             }
             Ok(())
         }
+        InstancesCommand::Create(args) => super::control::create(ctx, args).await,
     }
 }
 

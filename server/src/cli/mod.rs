@@ -200,7 +200,7 @@ pub fn client_flag_given(matches: &clap::ArgMatches) -> Option<&'static str> {
 /// The client subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// List or read instances.
+    /// List, read or create instances.
     #[command(subcommand)]
     Instances(inspect::InstancesCommand),
     /// An instance's unfinished turns, oldest first.

@@ -478,6 +478,357 @@ async fn writes_and_operator_actions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_create_then_send_then_show() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+
+    // A message to an instance that is not there points at the command that creates it.
+    let missing = turnwise(
+        base,
+        None,
+        &["send", "c-1", "--id", "m1", "--message", r#"{"add": 2}"#],
+    )
+    .await;
+    assert_eq!(missing.code, 3, "{missing:#?}");
+    assert!(
+        missing.stderr.starts_with(
+            "turnwise: instance `c-1` was not found; create it first: \
+             turnwise instances create c-1 --type TYPE --version VERSION --state JSON"
+        ),
+        "{missing:#?}"
+    );
+
+    // The table: what was done, then the instance's status, inbox, creation time and state.
+    let created = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "c-1",
+            "--type",
+            "counter",
+            "--version",
+            "v1",
+            "--state",
+            r#"{"count": 0}"#,
+        ],
+    )
+    .await;
+    let lines: Vec<&str> = created.text().lines().collect();
+    assert_eq!(lines.len(), 5, "{created:#?}");
+    assert_eq!(lines[0], "done: create c-1 (counter v1)");
+    assert_eq!(lines[1], "status:   idle");
+    assert_eq!(lines[2], "pending:  0");
+    assert!(lines[3].starts_with("created:  20"), "{created:#?}");
+    assert_eq!(lines[4], r#"state:    {"count":0}"#);
+
+    // An identical repeat answers the existing instance, in `--json` the route's instance: the
+    // shape `instances get --json` prints. Omitted settings are the server's defaults.
+    let args = [
+        "instances",
+        "create",
+        "c-1",
+        "--type",
+        "counter",
+        "--version",
+        "v1",
+        "--state",
+        r#"{"count": 0}"#,
+        "--json",
+    ];
+    let repeat = turnwise(base, None, &args).await.json();
+    let shown = turnwise(base, None, &["instances", "get", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(repeat, shown);
+    assert_eq!(repeat["id"], "c-1");
+    assert_eq!(repeat["workflow_type"], "counter");
+    assert_eq!(repeat["version"], "v1");
+    assert_eq!(repeat["state"], json!({"count": 0}));
+    assert_eq!(repeat["status"], "idle");
+    assert_eq!(repeat["lease_ms"], 60_000);
+    assert_eq!(repeat["max_attempts"], 3);
+    assert_eq!(repeat["on_exhausted"], "block");
+    let listed = http
+        .list_instances(ListInstancesQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.instances.len(), 1, "one instance: {listed:?}");
+
+    // The same id as another workflow type is a conflict, and nothing changes.
+    let e = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "c-1",
+            "--type",
+            "other",
+            "--version",
+            "v1",
+            "--json",
+        ],
+    )
+    .await
+    .failed(4);
+    assert_eq!(e["kind"], "conflict");
+    assert_eq!(e["code"], "conflict");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("already exists as counter v1"),
+        "{message}"
+    );
+    assert_eq!(
+        http.get_instance("c-1").await.unwrap().workflow_type,
+        "counter"
+    );
+
+    // Create, then send, then show.
+    let sent = turnwise(
+        base,
+        None,
+        &[
+            "send",
+            "c-1",
+            "--id",
+            "m1",
+            "--message",
+            r#"{"add": 2}"#,
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(sent["workflow_id"], "c-1");
+    assert_eq!(sent["number"], 1);
+    let shown = turnwise(base, None, &["instances", "get", "c-1"]).await;
+    let text = shown.text();
+    assert!(text.contains("status:           queued"), "{shown:#?}");
+    assert!(
+        text.contains("current turn:     1 (queued, attempt 0, message m1)"),
+        "{shown:#?}"
+    );
+    assert!(
+        text.contains(r#"state:            {"count":0}"#),
+        "{shown:#?}"
+    );
+
+    // The settings, and the state from a file; without a state it is `null`.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state.json");
+    std::fs::write(&file, r#"{"count": 40}"#).unwrap();
+    let set = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "c-2",
+            "--type",
+            "counter",
+            "--version",
+            "v1",
+            "--state-file",
+            file.to_str().unwrap(),
+            "--lease-ms",
+            "5000",
+            "--max-attempts",
+            "7",
+            "--on-exhausted",
+            "skip",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(set["state"], json!({"count": 40}));
+    assert_eq!(set["lease_ms"], 5_000);
+    assert_eq!(set["max_attempts"], 7);
+    assert_eq!(set["on_exhausted"], "skip");
+    let bare = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "c-3",
+            "--type",
+            "counter",
+            "--version",
+            "v1",
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(bare["state"], Value::Null);
+
+    // Bad input is exit 2: JSON that does not parse (refused here), a setting out of range
+    // (refused by the server), a value clap does not know.
+    let e = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "c-4",
+            "--type",
+            "counter",
+            "--version",
+            "v1",
+            "--state",
+            "{nope",
+            "--json",
+        ],
+    )
+    .await
+    .failed(2);
+    assert_eq!(e["param"], "state");
+    let e = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "c-4",
+            "--type",
+            "counter",
+            "--version",
+            "v1",
+            "--max-attempts",
+            "500",
+            "--json",
+        ],
+    )
+    .await
+    .failed(2);
+    assert_eq!(e["param"], "max_attempts");
+    let usage = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "c-4",
+            "--type",
+            "counter",
+            "--version",
+            "v1",
+            "--on-exhausted",
+            "retry",
+        ],
+    )
+    .await;
+    assert_eq!(usage.code, 2, "{usage:#?}");
+    assert!(
+        usage.stderr.contains("[possible values: block, skip]"),
+        "{usage:#?}"
+    );
+    turnwise(base, None, &["instances", "get", "c-4", "--json"])
+        .await
+        .failed(3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_create_checks_the_state_against_its_schema_before_sending() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+    let mut tally = counter_schema();
+    tally.workflow_type = "tally".into();
+    tally.state = json!({"type": "object", "required": ["count"],
+                         "properties": {"count": {"type": "integer"}}});
+    http.register_schema(&tally).await.unwrap();
+    let create = |state: &'static str| {
+        [
+            "instances",
+            "create",
+            "t-1",
+            "--type",
+            "tally",
+            "--version",
+            "v1",
+            "--state",
+            state,
+            "--json",
+        ]
+    };
+
+    let e = turnwise(base, None, &create(r#"{"count": "zero"}"#))
+        .await
+        .failed(2);
+    assert_eq!(e["kind"], "invalid");
+    assert_eq!(e["param"], "state/count");
+    // Refused by the CLI, not the server: no server code, and nothing was created.
+    assert_eq!(e["code"], Value::Null, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "`state` does not match the state schema of tally v1: at `/count`: \"zero\" is not \
+             of type \"integer\"; nothing was sent"
+        ),
+        "{message}"
+    );
+    let nothing = http.get_instance("t-1").await.unwrap_err();
+    assert!(
+        matches!(nothing, turnwise::Error::NotFound { .. }),
+        "{nothing:?}"
+    );
+    // No state is `null`, which the schema refuses too.
+    let text = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "t-1",
+            "--type",
+            "tally",
+            "--version",
+            "v1",
+        ],
+    )
+    .await;
+    assert_eq!(text.code, 2, "{text:#?}");
+    assert!(
+        text.stderr.contains("the state schema of tally v1"),
+        "{text:#?}"
+    );
+    assert!(
+        http.get_instance("t-1").await.is_err(),
+        "nothing was created"
+    );
+
+    // A state that matches is sent; a version with no schema registered is not checked.
+    let made = turnwise(base, None, &create(r#"{"count": 1}"#))
+        .await
+        .json();
+    assert_eq!(made["state"], json!({"count": 1}));
+    let unchecked = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "create",
+            "t-2",
+            "--type",
+            "tally",
+            "--version",
+            "v2",
+            "--state",
+            r#"{"count": "zero"}"#,
+            "--json",
+        ],
+    )
+    .await
+    .json();
+    assert_eq!(unchecked["state"], json!({"count": "zero"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exit_codes_tell_the_failures_apart() {
     let server = common::start(turnwise::Engine::in_memory(), Some("s3cret")).await;
     let base = server.api.base.as_str();
