@@ -30,7 +30,7 @@ use turnwise::store::{
     Synchronous,
 };
 use turnwise::testing::TestPostgres;
-use turnwise::{Backend, Engine, EngineConfig, Error, Http};
+use turnwise::{Backend, Engine, EngineConfig, Error, Http, WorkerBackend};
 use turnwise_server::{router, serve, ServerOptions, Shutdown};
 
 /// The PostgreSQL stores' group-commit settings from the command line, set before the first
@@ -127,9 +127,9 @@ pub struct Setup {
     sqlite: Option<SqliteStore>,
     /// Every node's store (PostgreSQL only).
     postgres: Vec<PostgresStore>,
-    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) backend: Arc<dyn WorkerBackend>,
     /// One backend per node: worker `i` uses node `i % nodes`.
-    pub(crate) nodes: Vec<Arc<dyn Backend>>,
+    pub(crate) nodes: Vec<Arc<dyn WorkerBackend>>,
     /// Stops the loopback servers (HTTP only) when the phase ends.
     servers: Vec<Shutdown>,
     /// The phase's schema, dropped after the stores.
@@ -244,7 +244,7 @@ impl Setup {
 async fn reach(
     engine: &Engine,
     transport: Transport,
-) -> Result<(Arc<dyn Backend>, Option<Shutdown>), Error> {
+) -> Result<(Arc<dyn WorkerBackend>, Option<Shutdown>), Error> {
     Ok(match transport {
         Transport::Embedded => (Arc::new(engine.clone()), None),
         Transport::Http => {

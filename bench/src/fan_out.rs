@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use turnwise::prelude::*;
-use turnwise::{Backend, Error};
+use turnwise::{Error, WorkerBackend};
 
 use crate::engine_load::{Setup, StoreKind, Transport};
 use crate::stats::Summary;
@@ -74,7 +74,7 @@ where
 {
     let setup = Setup::open(kind, path, transport).await?;
     let c = c.max(1);
-    let backend: Arc<dyn Backend> = setup.backend.clone();
+    let backend: Arc<dyn WorkerBackend> = setup.backend.clone();
     let running = Worker::new(backend.clone())
         .register(workflow.clone())
         .concurrency(c)

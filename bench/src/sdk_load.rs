@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Barrier;
 use turnwise::prelude::*;
 use turnwise::worker::RunningWorker;
-use turnwise::{Backend, Error};
+use turnwise::{Error, WorkerBackend};
 
 use crate::alloc_count::{self, Allocations};
 use crate::engine_load::{Counters, Setup, StoreKind, Transport};
@@ -139,7 +139,7 @@ fn worker(setup: &Setup, c: usize) -> RunningWorker {
 }
 
 async fn start_instances(
-    backend: &Arc<dyn Backend>,
+    backend: &Arc<dyn WorkerBackend>,
     c: usize,
 ) -> Result<Vec<Handle<checkout>>, Error> {
     let mut handles = Vec::with_capacity(c);

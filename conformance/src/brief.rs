@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use turnwise::protocol::*;
-use turnwise::Backend;
+use turnwise::WorkerBackend;
 
 use crate::support::*;
 use crate::{advance_ms, Fixture};

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 use turnwise::protocol::*;
-use turnwise::Backend;
+use turnwise::{Backend, WorkerBackend};
 
 use crate::support::*;
 use crate::Fixture;

@@ -60,7 +60,7 @@ use std::time::Duration;
 /// A fixture is made fresh for each case, so cases never see each other's instances.
 pub trait Fixture: Send + Sync + 'static {
     /// The backend type.
-    type Backend: turnwise::Backend + Clone + Send + Sync + 'static;
+    type Backend: turnwise::WorkerBackend + Clone + Send + Sync + 'static;
 
     /// A backend addressing the default namespace.
     fn backend(&self) -> Self::Backend;

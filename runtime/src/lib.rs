@@ -158,7 +158,7 @@ pub use sdk::{codec, context, handle, schema, testing, worker, workflow};
 pub mod __private;
 
 pub use backend::Backend;
-pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};
+pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy, WorkerBackend};
 pub use error::{Error, Result};
 pub use handle::{CallError, Handle, Pending, WorkflowExt};
 #[cfg(feature = "http")]

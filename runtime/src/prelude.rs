@@ -1,6 +1,6 @@
 //! What workflow code usually needs: `use turnwise::prelude::*;`.
 
-pub use crate::engine::Engine;
+pub use crate::engine::{Engine, WorkerBackend};
 pub use crate::protocol::backend::Backend;
 pub use crate::protocol::{CatchUp, OnExhausted, OperationKind, ScheduleSpec};
 pub use crate::sdk::context::{ChildError, Resumable, StepCtx, StepOptions, Turn};

@@ -664,9 +664,8 @@ async fn a_transactional_step_over_http_fails_the_turn_saying_why() {
     assert_eq!((t.status, t.attempt), (TurnStatus::Failed, 1), "{t:?}");
     let error = t.error.unwrap_or_default();
     assert!(
-        error.contains(
-            "this worker's backend is remote: it cannot share the server's database transaction"
-        ),
+        error.contains("needs a backend that offers step transactions")
+            && error.contains("a remote server cannot share its database transaction"),
         "{error}"
     );
     assert!(t.steps.is_empty());

@@ -1,4 +1,5 @@
-//! The protocol's calls on the engine: the one `impl Backend for Engine`.
+//! The protocol's calls on the engine: the one `impl Backend for Engine`, and the
+//! [`WorkerBackend`] calls that answer less or chain two writes.
 //!
 //! Each method is one route of the protocol, read top to bottom: check the input, then load,
 //! decide and commit in a loop that retries on a conflicting revision. The decisions themselves
@@ -106,10 +107,6 @@ impl Backend for Engine {
 
     async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
         self.send_message_as(req, rules::turn_view).await
-    }
-
-    async fn send_message_ack(&self, req: MessageRequest) -> Result<u64> {
-        self.send_message_as(req, |_, t| t.number).await
     }
 
     async fn get_instance(&self, id: &str) -> Result<WorkflowInstance> {
@@ -365,10 +362,6 @@ impl Backend for Engine {
         self.await_turn_as(q, wait, rules::turn_view).await
     }
 
-    async fn await_outcome(&self, q: TurnQuery, wait: Duration) -> Result<TurnOutcome> {
-        self.await_turn_as(q, wait, rules::turn_outcome).await
-    }
-
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
         validate::identifier("workflow_id", &req.workflow_id)?;
         let number = control_turn_number(&req)?;
@@ -514,24 +507,12 @@ impl Backend for Engine {
         self.operation_as(req, rules::turn_view).await
     }
 
-    async fn operation_cursor(&self, req: OperationRequest) -> Result<Value> {
-        self.operation_as(req, rules::operation_cursor).await
-    }
-
     async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
         self.progress_as(req, rules::turn_view).await
     }
 
-    async fn progress_ack(&self, req: ProgressRequest) -> Result<()> {
-        self.progress_as(req, rules::ack).await
-    }
-
     async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
         self.checkpoint_as(req, rules::turn_view).await
-    }
-
-    async fn checkpoint_ack(&self, req: CheckpointRequest) -> Result<()> {
-        self.checkpoint_as(req, rules::ack).await
     }
 
     async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
@@ -596,54 +577,8 @@ impl Backend for Engine {
         self.put_signal(&req).await
     }
 
-    async fn checkpoint_then_operation(
-        &self,
-        save: CheckpointRequest,
-        next: OperationRequest,
-    ) -> Result<Result<Value>> {
-        let checked = self.check_operation(&next);
-        if checked.is_err() || save.lease != next.lease {
-            // Refused before any read, or on another lease: the two calls apart.
-            self.checkpoint_as(save, rules::ack).await?;
-            return Ok(match checked {
-                Err(e) => Err(e),
-                Ok(()) => self.operation_cursor(next).await,
-            });
-        }
-        self.save_then(save, rules::operation_cursor, |inst, turn, now| {
-            decide_operation(&next, inst, turn, now)
-        })
-        .await
-    }
-
-    async fn checkpoint_then_complete(
-        &self,
-        save: CheckpointRequest,
-        done: CompleteRequest,
-    ) -> Result<Result<()>> {
-        let digest = match self.check_complete(&done) {
-            Ok(digest) if save.lease == done.lease => digest,
-            checked => {
-                self.checkpoint_as(save, rules::ack).await?;
-                return Ok(match checked {
-                    Err(e) => Err(e),
-                    Ok(_) => self.complete_ack(done).await,
-                });
-            }
-        };
-        let limits = &self.inner.config.limits;
-        self.save_then(save, rules::ack, |inst, turn, now| {
-            decide_complete(&done, &digest, limits, inst, turn, now)
-        })
-        .await
-    }
-
     async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
         self.complete_as(req, rules::turn_view).await
-    }
-
-    async fn complete_ack(&self, req: CompleteRequest) -> Result<()> {
-        self.complete_as(req, rules::ack).await
     }
 
     async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
@@ -714,9 +649,85 @@ impl Backend for Engine {
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
         self.heartbeat_as(lease, rules::turn_view).await
     }
+}
+
+/// The engine's own answers to the worker's and the handle's calls: each builds only what its
+/// caller reads, and a chained write is one commit.
+#[async_trait]
+impl WorkerBackend for Engine {
+    async fn send_message_ack(&self, req: MessageRequest) -> Result<u64> {
+        self.send_message_as(req, |_, t| t.number).await
+    }
+
+    async fn await_outcome(&self, q: TurnQuery, wait: Duration) -> Result<TurnOutcome> {
+        self.await_turn_as(q, wait, rules::turn_outcome).await
+    }
+
+    async fn operation_cursor(&self, req: OperationRequest) -> Result<Value> {
+        self.operation_as(req, rules::operation_cursor).await
+    }
+
+    async fn progress_ack(&self, req: ProgressRequest) -> Result<()> {
+        self.progress_as(req, rules::ack).await
+    }
+
+    async fn checkpoint_ack(&self, req: CheckpointRequest) -> Result<()> {
+        self.checkpoint_as(req, rules::ack).await
+    }
+
+    async fn checkpoint_then_operation(
+        &self,
+        save: CheckpointRequest,
+        next: OperationRequest,
+    ) -> Result<Result<Value>> {
+        let checked = self.check_operation(&next);
+        if checked.is_err() || save.lease != next.lease {
+            // Refused before any read, or on another lease: the two calls apart.
+            self.checkpoint_as(save, rules::ack).await?;
+            return Ok(match checked {
+                Err(e) => Err(e),
+                Ok(()) => self.operation_cursor(next).await,
+            });
+        }
+        self.save_then(save, rules::operation_cursor, |inst, turn, now| {
+            decide_operation(&next, inst, turn, now)
+        })
+        .await
+    }
+
+    async fn checkpoint_then_complete(
+        &self,
+        save: CheckpointRequest,
+        done: CompleteRequest,
+    ) -> Result<Result<()>> {
+        let digest = match self.check_complete(&done) {
+            Ok(digest) if save.lease == done.lease => digest,
+            checked => {
+                self.checkpoint_as(save, rules::ack).await?;
+                return Ok(match checked {
+                    Err(e) => Err(e),
+                    Ok(_) => self.complete_ack(done).await,
+                });
+            }
+        };
+        let limits = &self.inner.config.limits;
+        self.save_then(save, rules::ack, |inst, turn, now| {
+            decide_complete(&done, &digest, limits, inst, turn, now)
+        })
+        .await
+    }
+
+    async fn complete_ack(&self, req: CompleteRequest) -> Result<()> {
+        self.complete_as(req, rules::ack).await
+    }
 
     async fn heartbeat_ack(&self, lease: Lease) -> Result<()> {
         self.heartbeat_as(lease, rules::ack).await
+    }
+
+    #[cfg(feature = "postgres")]
+    fn step_transactions(&self) -> Option<crate::store::StepTransactions> {
+        self.inner.store.step_transactions()
     }
 }
 

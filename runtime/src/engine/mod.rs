@@ -20,6 +20,7 @@ mod schedules;
 mod schemas;
 mod turns;
 mod wakeups;
+mod worker_backend;
 mod writes;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use crate::store::{
     WriteSet,
 };
 use turnwise_rules::limits;
+pub use worker_backend::WorkerBackend;
 
 /// Size and count limits, refused with a clear error before anything is written.
 #[derive(Clone, Debug, PartialEq, Eq)]

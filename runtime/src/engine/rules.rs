@@ -522,14 +522,14 @@ pub(super) fn progress_view(op: &TurnOperation) -> Option<Progress> {
 }
 
 /// The resume cursor a step attempt starts from: the running operation's `checkpoint`, as
-/// [`Backend::operation_cursor`](crate::Backend::operation_cursor) answers it.
+/// [`WorkerBackend::operation_cursor`](crate::WorkerBackend::operation_cursor) answers it.
 pub(super) fn operation_cursor(_: &InstanceRecord, t: &TurnRecord) -> Value {
     t.operation
         .as_ref()
         .map_or(Value::Null, |op| op.checkpoint.clone())
 }
 
-/// Where a turn stands, for [`Backend::await_outcome`](crate::Backend::await_outcome).
+/// Where a turn stands, for [`WorkerBackend::await_outcome`](crate::WorkerBackend::await_outcome).
 pub(super) fn turn_outcome(inst: &InstanceRecord, t: &TurnRecord) -> TurnOutcome {
     TurnOutcome {
         workflow_id: inst.id.clone(),

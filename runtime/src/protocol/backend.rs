@@ -24,12 +24,6 @@ pub trait Backend: Send + Sync {
     async fn create_instance(&self, req: CreateInstanceRequest) -> Result<WorkflowInstance>;
     /// Admit a message to an instance's inbox, once per message id.
     async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn>;
-    /// [`Backend::send_message`], answering only the admitted turn's number (what
-    /// [`Handle::call`](crate::Handle::call) reads). The default calls `send_message`; the
-    /// embedded engine builds no view of the turn.
-    async fn send_message_ack(&self, req: MessageRequest) -> Result<u64> {
-        self.send_message(req).await.map(|t| t.number)
-    }
     /// Read one instance.
     async fn get_instance(&self, id: &str) -> Result<WorkflowInstance>;
     /// List instances by id.
@@ -55,16 +49,6 @@ pub trait Backend: Send + Sync {
         let _ = wait;
         self.turn(query).await
     }
-    /// [`Backend::await_turn`], answering only where the turn stands and its reply or error,
-    /// without its message and steps (what [`Handle::call`](crate::Handle::call) reads). The
-    /// default calls `await_turn`; the embedded engine builds no view of the turn.
-    async fn await_outcome(
-        &self,
-        query: TurnQuery,
-        wait: std::time::Duration,
-    ) -> Result<TurnOutcome> {
-        self.await_turn(query, wait).await.map(TurnOutcome::from)
-    }
     /// Apply an operator action.
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance>;
     /// Delete an instance with its inbox and history.
@@ -88,70 +72,6 @@ pub trait Backend: Send + Sync {
     async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn>;
     /// Extend the lease.
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn>;
-
-    // Worker writes answered briefly. The SDK's workers read nothing of the turn that a
-    // worker-side write answers (but a step's resume cursor), so they call these. Each does
-    // exactly what its full counterpart does and answers less; the defaults call the full
-    // call and keep that part of its answer, and the embedded engine builds no view of the
-    // turn at all (no copy of its message, steps and outputs per call).
-
-    /// [`Backend::operation`], answering only the step's resume cursor: the running
-    /// operation's `checkpoint` (`null` when the attempt carries none).
-    async fn operation_cursor(&self, req: OperationRequest) -> Result<serde_json::Value> {
-        let turn = self.operation(req).await?;
-        Ok(turn
-            .operation
-            .map_or(serde_json::Value::Null, |op| op.checkpoint))
-    }
-    /// [`Backend::progress`], answering only that it was accepted.
-    async fn progress_ack(&self, req: ProgressRequest) -> Result<()> {
-        self.progress(req).await.map(drop)
-    }
-    /// [`Backend::checkpoint`], answering only that the step (or sleep) was saved.
-    async fn checkpoint_ack(&self, req: CheckpointRequest) -> Result<()> {
-        self.checkpoint(req).await.map(drop)
-    }
-    /// [`Backend::complete`], answering only that the turn was completed.
-    async fn complete_ack(&self, req: CompleteRequest) -> Result<()> {
-        self.complete(req).await.map(drop)
-    }
-    /// [`Backend::heartbeat`], answering only that the lease was extended.
-    async fn heartbeat_ack(&self, lease: Lease) -> Result<()> {
-        self.heartbeat(lease).await.map(drop)
-    }
-
-    // Chained worker writes. A worker that has just finished a step goes straight on to the
-    // next step or to the turn's completion; these save the step and make that next call in
-    // one go. The defaults make the two calls one after the other; the embedded engine decides
-    // both on the same turn and writes them in one commit. The conformance cases `chained::*`
-    // hold every backend to the writes and refusals of the two calls made apart.
-
-    /// Save a step, then start the next one on the same lease: [`Backend::checkpoint_ack`]
-    /// then [`Backend::operation_cursor`], answering the new step's resume cursor.
-    ///
-    /// The outer error is the checkpoint's, and nothing was written. The inner one is the
-    /// operation's: the checkpoint was saved, and the next step was not started.
-    async fn checkpoint_then_operation(
-        &self,
-        save: CheckpointRequest,
-        next: OperationRequest,
-    ) -> Result<Result<serde_json::Value>> {
-        self.checkpoint_ack(save).await?;
-        Ok(self.operation_cursor(next).await)
-    }
-    /// Save a step, then complete the turn on the same lease: [`Backend::checkpoint_ack`]
-    /// then [`Backend::complete_ack`].
-    ///
-    /// The outer error is the checkpoint's, and nothing was written. The inner one is the
-    /// completion's: the checkpoint was saved, and the turn was not completed.
-    async fn checkpoint_then_complete(
-        &self,
-        save: CheckpointRequest,
-        done: CompleteRequest,
-    ) -> Result<Result<()>> {
-        self.checkpoint_ack(save).await?;
-        Ok(self.complete_ack(done).await)
-    }
 
     /// Read run summaries ([`WorkflowRun`]): one page, newest first, of one instance's runs
     /// (`query.id`) or of every run of the namespace. Each attempt of a turn is a run.
@@ -244,16 +164,6 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     ) -> Result<WorkflowTurn> {
         (**self).await_turn(query, wait).await
     }
-    async fn await_outcome(
-        &self,
-        query: TurnQuery,
-        wait: std::time::Duration,
-    ) -> Result<TurnOutcome> {
-        (**self).await_outcome(query, wait).await
-    }
-    async fn send_message_ack(&self, req: MessageRequest) -> Result<u64> {
-        (**self).send_message_ack(req).await
-    }
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
         (**self).control(req).await
     }
@@ -286,35 +196,6 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
         (**self).heartbeat(lease).await
-    }
-    async fn operation_cursor(&self, req: OperationRequest) -> Result<serde_json::Value> {
-        (**self).operation_cursor(req).await
-    }
-    async fn progress_ack(&self, req: ProgressRequest) -> Result<()> {
-        (**self).progress_ack(req).await
-    }
-    async fn checkpoint_ack(&self, req: CheckpointRequest) -> Result<()> {
-        (**self).checkpoint_ack(req).await
-    }
-    async fn complete_ack(&self, req: CompleteRequest) -> Result<()> {
-        (**self).complete_ack(req).await
-    }
-    async fn heartbeat_ack(&self, lease: Lease) -> Result<()> {
-        (**self).heartbeat_ack(lease).await
-    }
-    async fn checkpoint_then_operation(
-        &self,
-        save: CheckpointRequest,
-        next: OperationRequest,
-    ) -> Result<Result<serde_json::Value>> {
-        (**self).checkpoint_then_operation(save, next).await
-    }
-    async fn checkpoint_then_complete(
-        &self,
-        save: CheckpointRequest,
-        done: CompleteRequest,
-    ) -> Result<Result<()>> {
-        (**self).checkpoint_then_complete(save, done).await
     }
     async fn runs(&self, query: RunsQuery) -> Result<RunPage> {
         (**self).runs(query).await

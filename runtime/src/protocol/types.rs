@@ -1212,7 +1212,7 @@ pub struct Progress {
 }
 
 /// Where a turn stands, without its message and steps: what a caller waiting for the turn's
-/// reply reads ([`Backend::await_outcome`](crate::Backend::await_outcome)).
+/// reply reads ([`WorkerBackend::await_outcome`](crate::WorkerBackend::await_outcome)).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct TurnOutcome {

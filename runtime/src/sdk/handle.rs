@@ -4,6 +4,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::WorkerBackend;
 use crate::protocol::backend::Backend;
 use crate::protocol::error::{Error, Result};
 use crate::protocol::*;
@@ -86,7 +87,7 @@ pub enum CallError {
 pub trait WorkflowExt: Workflow {
     /// Create the instance `id` with the workflow's initial state and options (idempotent: an
     /// existing instance of the same workflow and version is returned as it is).
-    fn start<B: Backend + Clone + 'static>(
+    fn start<B: WorkerBackend + Clone + 'static>(
         &self,
         backend: &B,
         id: impl Into<String> + Send,
@@ -94,7 +95,7 @@ pub trait WorkflowExt: Workflow {
     where
         Self::State: Default,
     {
-        let backend: Arc<dyn Backend> = Arc::new(backend.clone());
+        let backend: Arc<dyn WorkerBackend> = Arc::new(backend.clone());
         let id = id.into();
         let state = codec::encode_checked(
             &Self::Codec::default(),
@@ -125,7 +126,7 @@ pub trait WorkflowExt: Workflow {
     }
 
     /// A handle on an existing instance (nothing is checked until it is used).
-    fn handle<B: Backend + Clone + 'static>(
+    fn handle<B: WorkerBackend + Clone + 'static>(
         &self,
         backend: &B,
         id: impl Into<String>,
@@ -142,7 +143,7 @@ impl<W: Workflow> WorkflowExt for W {}
 
 /// A typed handle on one instance of workflow `W`.
 pub struct Handle<W> {
-    backend: Arc<dyn Backend>,
+    backend: Arc<dyn WorkerBackend>,
     id: String,
     _w: PhantomData<fn() -> W>,
 }

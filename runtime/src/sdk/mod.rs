@@ -3,9 +3,11 @@
 //! support of generated code, is declared at the crate root as `turnwise::__private`, the path
 //! the macros name.)
 //!
-//! This layer builds on the protocol (it talks to any [`Backend`](crate::Backend)) and, for
-//! [`testing`] only, on the engine and the in-memory store. Nothing below it imports it. Its
-//! modules are re-exported at the crate root (`turnwise::workflow`, `turnwise::context`, …).
+//! This layer builds on the protocol and on the engine's [`WorkerBackend`](crate::WorkerBackend)
+//! (it talks to any backend that implements it: the engine, the `Http` backend, a wrapper of
+//! yours) and, for [`testing`] only, on the engine itself and the in-memory store. Nothing
+//! below it imports it. Its modules are re-exported at the crate root (`turnwise::workflow`,
+//! `turnwise::context`, …).
 
 pub mod codec;
 pub mod context;
@@ -15,3 +17,7 @@ pub mod schema;
 pub mod testing;
 pub mod worker;
 pub mod workflow;
+
+/// The `Http` backend keeps every default: each call is its route, as an LBB server expects.
+#[cfg(feature = "http")]
+impl crate::engine::WorkerBackend for crate::http::Http {}

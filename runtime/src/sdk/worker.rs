@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::clock::{Clock, SystemClock};
+use crate::engine::WorkerBackend;
 use crate::protocol::backend::Backend;
 use crate::protocol::error::Error;
 use crate::protocol::*;
@@ -188,9 +189,7 @@ struct Options {
 /// ```
 #[derive(Clone)]
 pub struct Worker {
-    backend: Arc<dyn Backend>,
-    /// The backend, when it is an embedded [`Engine`](crate::Engine).
-    engine: Option<crate::Engine>,
+    backend: Arc<dyn WorkerBackend>,
     registry: Registry,
     options: Options,
     clock: Arc<dyn Clock>,
@@ -209,14 +208,10 @@ impl std::fmt::Debug for Worker {
 
 impl Worker {
     /// A worker over `backend` with no workflows yet.
-    pub fn new(backend: impl Backend + 'static) -> Self {
+    pub fn new(backend: impl WorkerBackend + 'static) -> Self {
         let id = format!("worker-{}", std::process::id());
-        let engine = (&backend as &dyn std::any::Any)
-            .downcast_ref::<crate::Engine>()
-            .cloned();
         Self {
             backend: Arc::new(backend),
-            engine,
             registry: Registry::default(),
             options: Options {
                 id,
@@ -527,7 +522,6 @@ impl Worker {
             let (heartbeats, mut beating) = watch::channel(true);
             let shared = Arc::new(TurnShared {
                 backend: self.backend.clone(),
-                engine: self.engine.clone(),
                 lease: lease.clone(),
                 effect_prefix: task.effect_prefix.clone(),
                 workflow: task.workflow_type.clone(),

@@ -28,7 +28,9 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
-pub use postgres::{PostgresOptions, PostgresStats, PostgresStore, Transaction, TransactionError};
+pub use postgres::{
+    PostgresOptions, PostgresStats, PostgresStore, StepTransactions, Transaction, TransactionError,
+};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStats, SqliteStore, Synchronous};
 
@@ -595,11 +597,11 @@ pub trait Store: Send + Sync + 'static {
         let _ = watcher;
     }
 
-    /// This store as a [`PostgresStore`], if it is one: transactional steps
-    /// ([`Turn::transact`](crate::context::Turn::transact)) need one. Other stores keep the
-    /// default, `None`.
+    /// The transactions a step's own SQL can share with its checkpoint
+    /// ([`Turn::transact`](crate::context::Turn::transact)), if this store offers them: a
+    /// [`PostgresStore`] does. Other stores keep the default, `None`.
     #[cfg(feature = "postgres")]
-    fn postgres(&self) -> Option<&PostgresStore> {
+    fn step_transactions(&self) -> Option<StepTransactions> {
         None
     }
 }

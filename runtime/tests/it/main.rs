@@ -9,6 +9,7 @@
 
 mod common;
 
+mod backend_routes;
 mod child_crash;
 mod claim_wakeups;
 mod crash;

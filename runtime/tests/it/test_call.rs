@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use turnwise::prelude::*;
@@ -16,6 +15,7 @@ use turnwise::protocol::*;
 use turnwise::{Error, RunningWorker};
 
 use crate::common;
+use crate::common::forwarding_backend;
 use common::{eventually, GUARD};
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -308,114 +308,6 @@ async fn result_of_an_unknown_turn_is_not_found(engine: Engine) {
 // ---------------------------------------------------------------------------------------------
 // Backends that wait, and one that cannot.
 
-/// A backend that forwards every call to the engine and counts the reads of a turn. The
-/// wrapper may add fields (each starting at its default) and methods.
-macro_rules! forwarding_backend {
-    ($name:ident { $($field:ident: $ty:ty),* } { $($extra:tt)* }) => {
-        #[derive(Clone)]
-        struct $name {
-            engine: Engine,
-            /// Calls of `Backend::turn`.
-            reads: Arc<AtomicUsize>,
-            $($field: $ty,)*
-        }
-
-        impl $name {
-            fn new(engine: Engine) -> Self {
-                Self {
-                    engine,
-                    reads: Arc::default(),
-                    $($field: Default::default(),)*
-                }
-            }
-        }
-
-        #[async_trait]
-        impl Backend for $name {
-            async fn create_instance(
-                &self,
-                req: CreateInstanceRequest,
-            ) -> turnwise::Result<WorkflowInstance> {
-                self.engine.create_instance(req).await
-            }
-            async fn send_message(&self, req: MessageRequest) -> turnwise::Result<WorkflowTurn> {
-                self.engine.send_message(req).await
-            }
-            async fn get_instance(&self, id: &str) -> turnwise::Result<WorkflowInstance> {
-                self.engine.get_instance(id).await
-            }
-            async fn runs(&self, query: RunsQuery) -> turnwise::Result<RunPage> {
-                self.engine.runs(query).await
-            }
-            async fn run(&self, run_id: &str) -> turnwise::Result<WorkflowRun> {
-                self.engine.run(run_id).await
-            }
-            async fn run_stats(&self, hours: u32) -> turnwise::Result<RunStats> {
-                self.engine.run_stats(hours).await
-            }
-            async fn list_instances(
-                &self,
-                query: ListInstancesQuery,
-            ) -> turnwise::Result<InstanceList> {
-                self.engine.list_instances(query).await
-            }
-            async fn instance_inbox(&self, query: InboxQuery) -> turnwise::Result<InboxResponse> {
-                self.engine.instance_inbox(query).await
-            }
-            async fn type_inbox(
-                &self,
-                query: TypeInboxQuery,
-            ) -> turnwise::Result<TypeInboxResponse> {
-                self.engine.type_inbox(query).await
-            }
-            async fn history(&self, query: HistoryQuery) -> turnwise::Result<HistoryResponse> {
-                self.engine.history(query).await
-            }
-            async fn turn(&self, query: TurnQuery) -> turnwise::Result<WorkflowTurn> {
-                self.reads.fetch_add(1, SeqCst);
-                self.engine.turn(query).await
-            }
-            async fn control(&self, req: ControlRequest) -> turnwise::Result<WorkflowInstance> {
-                self.engine.control(req).await
-            }
-            async fn delete_instance(
-                &self,
-                req: DeleteRequest,
-            ) -> turnwise::Result<DeleteResponse> {
-                self.engine.delete_instance(req).await
-            }
-            async fn claim(&self, req: ClaimRequest) -> turnwise::Result<ClaimResponse> {
-                self.engine.claim(req).await
-            }
-            async fn operation(&self, req: OperationRequest) -> turnwise::Result<WorkflowTurn> {
-                self.engine.operation(req).await
-            }
-            async fn progress(&self, req: ProgressRequest) -> turnwise::Result<WorkflowTurn> {
-                self.engine.progress(req).await
-            }
-            async fn checkpoint(&self, req: CheckpointRequest) -> turnwise::Result<WorkflowTurn> {
-                self.engine.checkpoint(req).await
-            }
-            async fn wait_signal(&self, req: WaitSignalRequest) -> turnwise::Result<WorkflowTurn> {
-                self.engine.wait_signal(req).await
-            }
-            async fn signal(&self, req: SignalRequest) -> turnwise::Result<WorkflowTurn> {
-                self.engine.signal(req).await
-            }
-            async fn complete(&self, req: CompleteRequest) -> turnwise::Result<WorkflowTurn> {
-                self.engine.complete(req).await
-            }
-            async fn fail(&self, req: FailRequest) -> turnwise::Result<WorkflowTurn> {
-                self.engine.fail(req).await
-            }
-            async fn heartbeat(&self, lease: Lease) -> turnwise::Result<WorkflowTurn> {
-                self.engine.heartbeat(lease).await
-            }
-            $($extra)*
-        }
-    };
-}
-
 // A backend that cannot wait: `await_turn` is the trait's default, one read at once.
 forwarding_backend!(CannotWait {} {});
 
@@ -433,7 +325,7 @@ forwarding_backend!(Waits { awaits: Arc<AtomicUsize> } {
 
 /// Start a `Gated` call through `backend`, wait until the handler holds at the gate, let the
 /// call wait `held` longer, then open the gate; answers the reply.
-async fn gated_call<B: Backend + Clone + 'static>(
+async fn gated_call<B: WorkerBackend + Clone + 'static>(
     engine: &Engine,
     backend: &B,
     held: Duration,

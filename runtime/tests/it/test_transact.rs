@@ -23,7 +23,7 @@ use turnwise::testing::TestPostgres;
 use turnwise::EngineConfig;
 
 use crate::common;
-use common::GUARD;
+use common::{forwarding_backend, GUARD};
 
 const CRASH_ENV: &str = "TURNWISE_TRANSACT_CRASH";
 const URL_ENV: &str = "TURNWISE_TRANSACT_URL";
@@ -270,8 +270,64 @@ async fn a_transactional_step_on_another_store_fails_the_turn_saying_why() {
     assert_eq!((t.status, t.attempt), (TurnStatus::Failed, 1), "{t:?}");
     let error = t.error.unwrap_or_default();
     assert!(
-        error.contains("transactional step `debit` needs an engine over PostgreSQL"),
+        error.contains("transactional step `debit` needs a backend that offers step transactions"),
         "{error}"
+    );
+}
+
+// A user's wrapper around the engine that forwards the step-transaction capability, and one
+// that keeps the default (it offers none).
+forwarding_backend!(Forwards {} {} {
+    fn step_transactions(&self) -> Option<turnwise::store::StepTransactions> {
+        self.engine.step_transactions()
+    }
+});
+forwarding_backend!(Keeps {} {});
+
+/// A worker finds step transactions through its backend's capability, whatever wraps the
+/// engine: `Arc<Engine>` forwards it, as does a wrapper that forwards it; a wrapper that keeps
+/// the default fails the turn saying what the step needs.
+#[tokio::test]
+async fn a_transactional_step_runs_through_arc_engine_and_a_forwarding_wrapper() {
+    let Some(db) = TestPostgres::start("transact_wrappers").await else {
+        return;
+    };
+    let client = sql(&db).await;
+    client.batch_execute(CREATE_LEDGER).await.unwrap();
+    let engine = Engine::new(db.store().await, SystemClock, config());
+    let workers = [
+        ("arc-1", Worker::new(std::sync::Arc::new(engine.clone()))),
+        ("forwards-1", Worker::new(Forwards::new(engine.clone()))),
+        ("keeps-1", Worker::new(Keeps::new(engine.clone()))),
+    ];
+    // One instance at a time, so that each worker runs only its own.
+    let mut outcomes = Vec::new();
+    for (id, worker) in workers {
+        create(&engine, id, "ledger", 60_000).await;
+        send(&engine, id, "m1", 5).await;
+        let worker = worker.register(ledger);
+        outcomes.push((id, finish(&worker, &engine, id, 1).await));
+    }
+    for (id, t) in &outcomes[..2] {
+        assert_eq!(t.status, TurnStatus::Completed, "{id}: {t:?}");
+    }
+    let (id, t) = &outcomes[2];
+    assert_eq!(t.status, TurnStatus::Failed, "{id}: {t:?}");
+    let error = t.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("needs a backend that offers step transactions"),
+        "{id}: {error}"
+    );
+    let rows = ledger_rows(&client).await;
+    assert!(
+        rows.iter().all(|(_, n)| *n == 1),
+        "each debit once: {rows:?}"
+    );
+    let effects: Vec<String> = rows.into_iter().map(|(e, _)| e).collect();
+    assert_eq!(
+        effects.len(),
+        2,
+        "one debit each for arc-1 and forwards-1: {effects:?}"
     );
 }
 

@@ -584,6 +584,9 @@ impl Backend for Spy {
     }
 }
 
+/// The spy keeps the defaults: the worker's heartbeats reach `Backend::heartbeat`.
+impl WorkerBackend for Spy {}
+
 /// `held` under version v2, which the worker below does not register.
 struct HeldV2;
 

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-use crate::protocol::backend::Backend;
+use crate::engine::WorkerBackend;
 use crate::protocol::error::Error;
 use crate::protocol::{CheckpointRequest, Lease};
 use crate::sdk::outcome::TurnError;
@@ -44,10 +44,7 @@ pub(crate) enum Interrupt {
 
 /// What a turn shares with the worker driving it.
 pub(crate) struct TurnShared {
-    pub(crate) backend: Arc<dyn Backend>,
-    /// The backend as the embedded engine it is, if it is one (transactional steps need it).
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) engine: Option<crate::engine::Engine>,
+    pub(crate) backend: Arc<dyn WorkerBackend>,
     pub(crate) lease: Lease,
     pub(crate) effect_prefix: String,
     pub(crate) workflow: String,

@@ -338,32 +338,18 @@ impl<W: Workflow> Turn<W> {
                 .map_err(|e| TurnError::Permanent(e.into()));
         }
         let position = (self.position - 1) as u32;
-        let store = match self.shared.engine.as_ref() {
-            None => {
-                return Err(self.fail(
-                    position as usize,
-                    format_args!(
-                        "{what} needs a worker on an embedded engine over PostgreSQL, and this \
-                         worker's backend is remote: it cannot share the server's database \
-                         transaction. Use ctx.step with ctx.effect_id(\"{key}\") as an \
-                         idempotency key, or run the worker on Engine::connect(\"postgres://…\")"
-                    ),
-                ))
-            }
-            Some(engine) => match engine.store().postgres() {
-                Some(store) => store.clone(),
-                None => {
-                    return Err(self.fail(
-                        position as usize,
-                        format_args!(
-                            "{what} needs an engine over PostgreSQL, and this engine's store is \
-                             not (SQLite and memory stores do not offer transactional steps; \
-                             see Turn::transact). Use Engine::connect(\"postgres://…\"), or \
-                             ctx.step with ctx.effect_id(\"{key}\") as an idempotency key"
-                        ),
-                    ))
-                }
-            },
+        let Some(transactions) = self.shared.backend.step_transactions() else {
+            return Err(self.fail(
+                position as usize,
+                format_args!(
+                    "{what} needs a backend that offers step transactions, an embedded engine \
+                     over PostgreSQL, and this worker's backend does not (a remote server \
+                     cannot share its database transaction; SQLite and memory stores do not \
+                     offer them; see Turn::transact). Run the worker on \
+                     Engine::connect(\"postgres://…\"), or use ctx.step with \
+                     ctx.effect_id(\"{key}\") as an idempotency key"
+                ),
+            ));
         };
         let options = StepOptions::default();
         self.start_step(
@@ -378,7 +364,7 @@ impl<W: Workflow> Turn<W> {
             &what,
         )
         .await?;
-        let joined = store
+        let joined = transactions
             .begin_joined()
             .await
             .map_err(|e| TurnError::Retry(Box::new(crate::Error::from(e))))?;

@@ -18,7 +18,7 @@ mod testing;
 mod transact;
 
 pub use testing::TestPostgres;
-pub use transact::{Transaction, TransactionError};
+pub use transact::{StepTransactions, Transaction, TransactionError};
 
 use notices::Notices;
 
@@ -849,7 +849,7 @@ impl Store for PostgresStore {
         self.inner.notices.watch(watcher);
     }
 
-    fn postgres(&self) -> Option<&PostgresStore> {
-        Some(self)
+    fn step_transactions(&self) -> Option<StepTransactions> {
+        Some(StepTransactions::new(self.clone()))
     }
 }

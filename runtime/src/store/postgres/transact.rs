@@ -55,9 +55,38 @@ pub(super) fn joined(inner: &Arc<Inner>) -> Option<Conn> {
         .flatten()
 }
 
-impl PostgresStore {
+/// The capability to run transactional steps
+/// ([`Turn::transact`](crate::context::Turn::transact)): begin a transaction that a step's own
+/// SQL and the engine's checkpoint of that step share. A [`PostgresStore`] offers it
+/// ([`Store::step_transactions`](crate::store::Store::step_transactions)), and so does an
+/// engine over one ([`WorkerBackend::step_transactions`](crate::WorkerBackend::step_transactions)),
+/// which is how a worker finds it. Cheap to clone.
+#[derive(Clone)]
+pub struct StepTransactions {
+    store: PostgresStore,
+}
+
+impl std::fmt::Debug for StepTransactions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepTransactions").finish_non_exhaustive()
+    }
+}
+
+impl StepTransactions {
+    /// The capability of `store`.
+    pub(super) fn new(store: PostgresStore) -> Self {
+        Self { store }
+    }
+
     /// Begin a transactional step's transaction.
     pub(crate) async fn begin_joined(&self) -> Result<Joined, StoreError> {
+        self.store.begin_joined().await
+    }
+}
+
+impl PostgresStore {
+    /// Begin a transactional step's transaction.
+    async fn begin_joined(&self) -> Result<Joined, StoreError> {
         let client = self.client().await?;
         client
             .batch_execute("BEGIN")

@@ -67,3 +67,120 @@ pub fn test_name(module: &str, name: &str) -> String {
         None => name.to_owned(),
     }
 }
+
+/// A backend of the test's own that forwards every route to an engine and counts the reads of
+/// a turn, as a user's wrapper would. The wrapper may add fields (each starting at its
+/// default), [`Backend`](turnwise::Backend) methods (the second block) and
+/// [`WorkerBackend`](turnwise::WorkerBackend) methods (an optional third block; without it the
+/// wrapper keeps the defaults, made of the routes).
+macro_rules! forwarding_backend {
+    ($name:ident { $($field:ident: $ty:ty),* } { $($extra:tt)* } $({ $($worker:tt)* })?) => {
+        #[derive(Clone)]
+        struct $name {
+            engine: turnwise::Engine,
+            /// Calls of `Backend::turn`.
+            reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+            $($field: $ty,)*
+        }
+
+        impl $name {
+            fn new(engine: turnwise::Engine) -> Self {
+                Self {
+                    engine,
+                    reads: std::sync::Arc::default(),
+                    $($field: Default::default(),)*
+                }
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl turnwise::Backend for $name {
+            async fn create_instance(
+                &self,
+                req: CreateInstanceRequest,
+            ) -> turnwise::Result<WorkflowInstance> {
+                self.engine.create_instance(req).await
+            }
+            async fn send_message(&self, req: MessageRequest) -> turnwise::Result<WorkflowTurn> {
+                self.engine.send_message(req).await
+            }
+            async fn get_instance(&self, id: &str) -> turnwise::Result<WorkflowInstance> {
+                self.engine.get_instance(id).await
+            }
+            async fn runs(&self, query: RunsQuery) -> turnwise::Result<RunPage> {
+                self.engine.runs(query).await
+            }
+            async fn run(&self, run_id: &str) -> turnwise::Result<WorkflowRun> {
+                self.engine.run(run_id).await
+            }
+            async fn run_stats(&self, hours: u32) -> turnwise::Result<RunStats> {
+                self.engine.run_stats(hours).await
+            }
+            async fn list_instances(
+                &self,
+                query: ListInstancesQuery,
+            ) -> turnwise::Result<InstanceList> {
+                self.engine.list_instances(query).await
+            }
+            async fn instance_inbox(&self, query: InboxQuery) -> turnwise::Result<InboxResponse> {
+                self.engine.instance_inbox(query).await
+            }
+            async fn type_inbox(
+                &self,
+                query: TypeInboxQuery,
+            ) -> turnwise::Result<TypeInboxResponse> {
+                self.engine.type_inbox(query).await
+            }
+            async fn history(&self, query: HistoryQuery) -> turnwise::Result<HistoryResponse> {
+                self.engine.history(query).await
+            }
+            async fn turn(&self, query: TurnQuery) -> turnwise::Result<WorkflowTurn> {
+                self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.engine.turn(query).await
+            }
+            async fn control(&self, req: ControlRequest) -> turnwise::Result<WorkflowInstance> {
+                self.engine.control(req).await
+            }
+            async fn delete_instance(
+                &self,
+                req: DeleteRequest,
+            ) -> turnwise::Result<DeleteResponse> {
+                self.engine.delete_instance(req).await
+            }
+            async fn claim(&self, req: ClaimRequest) -> turnwise::Result<ClaimResponse> {
+                self.engine.claim(req).await
+            }
+            async fn operation(&self, req: OperationRequest) -> turnwise::Result<WorkflowTurn> {
+                self.engine.operation(req).await
+            }
+            async fn progress(&self, req: ProgressRequest) -> turnwise::Result<WorkflowTurn> {
+                self.engine.progress(req).await
+            }
+            async fn checkpoint(&self, req: CheckpointRequest) -> turnwise::Result<WorkflowTurn> {
+                self.engine.checkpoint(req).await
+            }
+            async fn wait_signal(&self, req: WaitSignalRequest) -> turnwise::Result<WorkflowTurn> {
+                self.engine.wait_signal(req).await
+            }
+            async fn signal(&self, req: SignalRequest) -> turnwise::Result<WorkflowTurn> {
+                self.engine.signal(req).await
+            }
+            async fn complete(&self, req: CompleteRequest) -> turnwise::Result<WorkflowTurn> {
+                self.engine.complete(req).await
+            }
+            async fn fail(&self, req: FailRequest) -> turnwise::Result<WorkflowTurn> {
+                self.engine.fail(req).await
+            }
+            async fn heartbeat(&self, lease: Lease) -> turnwise::Result<WorkflowTurn> {
+                self.engine.heartbeat(lease).await
+            }
+            $($extra)*
+        }
+
+        #[async_trait::async_trait]
+        impl turnwise::WorkerBackend for $name {
+            $($($worker)*)?
+        }
+    };
+}
+pub(crate) use forwarding_backend;
