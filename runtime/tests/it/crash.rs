@@ -24,10 +24,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use crate::common::{KillOnDrop, Rng};
 use serde_json::{json, Value};
 use turnwise::protocol::*;
 use turnwise::{Backend, Engine, Error};
@@ -231,45 +232,9 @@ impl Acks {
     }
 }
 
-/// Kills the child if the parent unwinds before it did.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// xorshift64*: enough randomness for kill delays, reproducible from the printed seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
-
 #[test]
 fn crash_sigkill() {
-    let seed = std::env::var(SEED_ENV)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    println!("crash_sigkill: seed {seed} (rerun with {SEED_ENV}={seed})");
-    let mut rng = XorShift(seed);
+    let mut rng = Rng::seeded("crash_sigkill", SEED_ENV);
     let dir = tempfile::tempdir().expect("a temp dir");
     let path = dir.path().join("crash.db");
     let exe = std::env::current_exe().expect("the test binary");

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use serde_json::json;
 use turnwise::prelude::*;
 use turnwise::protocol::*;
 
-use crate::common::{self, GUARD};
+use crate::common::{self, KillOnDrop, GUARD};
 
 const DB_ENV: &str = "TURNWISE_PARALLEL_CRASH_DB";
 const LEDGER_ENV: &str = "TURNWISE_PARALLEL_CRASH_LEDGER";
@@ -148,16 +148,6 @@ async fn child(path: &Path) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Kills the child if the test fails before it does.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

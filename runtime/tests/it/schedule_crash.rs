@@ -19,10 +19,11 @@
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use crate::common::{KillOnDrop, Rng};
 use serde_json::json;
 use turnwise::clock::ManualClock;
 use turnwise::protocol::*;
@@ -134,41 +135,9 @@ async fn child_loop(path: &Path) -> Result<(), Error> {
     }
 }
 
-/// xorshift64*: kill delays, reproducible from the printed seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn schedule_crash_sigkill() {
-    let seed = std::env::var(SEED_ENV)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    println!("schedule_crash_sigkill: seed {seed} (rerun with {SEED_ENV}={seed})");
-    // xorshift never leaves zero: a zero seed counts as one.
-    let mut rng = XorShift(seed.max(1));
+    let mut rng = Rng::seeded("schedule_crash_sigkill", SEED_ENV);
     let dir = tempfile::tempdir().expect("a temp dir");
     let path = dir.path().join("sched.db");
     let exe = std::env::current_exe().expect("the test binary");
@@ -181,7 +150,7 @@ fn schedule_crash_sigkill() {
     let mut rounds = 0;
     while (rounds < ROUNDS || acked.is_empty()) && started.elapsed() < TIME_BUDGET {
         rounds += 1;
-        let mut child = Reaped(
+        let mut child = KillOnDrop(
             Command::new(&exe)
                 .arg("--exact")
                 .arg(crate::common::test_name(

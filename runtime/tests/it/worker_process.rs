@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use crate::common::Rng;
 use serde::{Deserialize, Serialize};
 use turnwise::prelude::*;
 use turnwise::protocol::{CheckpointKind, InstanceStatus, TurnStatus, WorkflowTurn};
@@ -76,35 +77,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// xorshift64: reproducible from its printed seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn new(seed: u64) -> Self {
-        Self(seed.max(1))
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-
-    /// Uniform enough in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
 }
 
 /// Exit the process if it is still running after `after` (a child never outlives its test).
@@ -630,14 +602,11 @@ fn step_pause() -> Duration {
     static STATE: AtomicU64 = AtomicU64::new(0);
     let mut x = STATE.load(Ordering::Relaxed);
     if x == 0 {
-        x = (SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64))
-            ^ u64::from(std::process::id());
+        x = crate::common::clock_seed();
     }
-    let mut rng = XorShift::new(x);
-    let ms = rng.range(5, 40);
-    STATE.store(rng.0, Ordering::Relaxed);
+    let mut rng = Rng::new(x);
+    let ms = rng.between(5, 40);
+    STATE.store(rng.state(), Ordering::Relaxed);
     Duration::from_millis(ms)
 }
 
@@ -781,12 +750,7 @@ fn sigkill_again_and_again_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("turnwise.db");
     let log = dir.path().join("effects.log");
-    let seed = std::env::var(ENV_SEED)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(now_ms);
-    println!("crash test seed: {seed} (set {ENV_SEED} to replay the kill schedule)");
-    let mut rng = XorShift::new(seed);
+    let mut rng = Rng::seeded("sigkill_again_and_again_loses_nothing", ENV_SEED);
 
     runtime().block_on(async {
         let engine = Engine::open(&db).await.unwrap();
@@ -806,7 +770,7 @@ fn sigkill_again_and_again_loses_nothing() {
         rounds += 1;
         let mut child = ChildProc::spawn("child_crash_worker", &envs);
         let working = child.try_wait_event(Duration::from_secs(5), |e| e.starts_with("effect "));
-        let ran = rng.range(50, 300);
+        let ran = rng.between(50, 300);
         if working.is_some() {
             std::thread::sleep(Duration::from_millis(ran));
         }
@@ -927,6 +891,6 @@ fn sigkill_again_and_again_loses_nothing() {
             runs.values().sum::<usize>(),
             runs.len()
         );
-        assert!(reran > 0, "no kill interrupted a step in {rounds} rounds (seed {seed}): nothing was proven about reruns");
+        assert!(reran > 0, "no kill interrupted a step in {rounds} rounds (seed {}): nothing was proven about reruns", rng.seed());
     });
 }

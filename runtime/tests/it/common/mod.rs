@@ -2,7 +2,8 @@
 
 #![allow(dead_code)]
 
-use std::time::Duration;
+use std::process::Child;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use turnwise::protocol::OnExhausted;
 use turnwise::store::InstanceRecord;
@@ -184,3 +185,70 @@ macro_rules! forwarding_backend {
     };
 }
 pub(crate) use forwarding_backend;
+
+/// xorshift64*: random enough for kill delays and jitter, and reproducible from its seed.
+pub struct Rng {
+    seed: u64,
+    state: u64,
+}
+
+impl Rng {
+    /// A generator from `seed` (xorshift never leaves zero: a zero seed counts as one).
+    pub fn new(seed: u64) -> Self {
+        let seed = seed.max(1);
+        Self { seed, state: seed }
+    }
+
+    /// The seed it started from, to name in a failure.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// A generator seeded from the environment variable `env`, else from the clock, with the
+    /// seed printed so that a failure of `test` can be replayed.
+    pub fn seeded(test: &str, env: &str) -> Self {
+        let seed = std::env::var(env)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(clock_seed);
+        println!("{test}: seed {seed} (rerun with {env}={seed})");
+        Self::new(seed)
+    }
+
+    /// Where the generator stands: a seed that goes on from here.
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `lo..=hi`, uniform enough.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+/// A seed from the clock and the process id.
+pub fn clock_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id())
+}
+
+/// A child process, killed and reaped when this drops (the parent unwound, say), so that no
+/// test leaves one running.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
