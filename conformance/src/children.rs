@@ -101,6 +101,31 @@ pub async fn reply_reaches_parent(f: impl Fixture) {
     assert_delivered(&b, outcome).await;
 }
 
+/// A child's outcome is delivered under the parent's reply signal even when the parent's
+/// workflow has a registered schema that declares no such signal: only a client's signals are
+/// held to the declared names.
+pub async fn reply_reaches_parent_whose_schema_declares_no_signal(f: impl Fixture) {
+    let b = f.backend();
+    let document = SchemaDocument {
+        workflow_type: TYPE.into(),
+        version: VERSION.into(),
+        message: Value::Null,
+        signals: Default::default(),
+        state: Value::Null,
+        reply: Value::Null,
+    };
+    ok(
+        b.register_schema(&document).await,
+        "register a schema declaring no signal",
+    );
+    parent_waits(&b).await;
+    let l = claim_child(&b).await;
+    complete(&b, &l, json!({"priced": 1}), json!({"cents": 400})).await;
+    let outcome =
+        json!({"status": "completed", "workflow_id": CHILD, "turn": 1, "reply": {"cents": 400}});
+    assert_delivered(&b, outcome).await;
+}
+
 /// A child turn that fails for good reaches the parent with its error.
 pub async fn failure_reaches_parent(f: impl Fixture) {
     let b = f.backend();

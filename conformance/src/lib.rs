@@ -169,6 +169,7 @@ macro_rules! conformance_tests {
                 signal_to_finished_turn,
                 signal_limit,
                 signal_not_found,
+                undeclared_name_refused,
             }
             failures {
                 backoff_and_attempts,
@@ -255,6 +256,7 @@ macro_rules! conformance_tests {
             }
             children {
                 reply_reaches_parent,
+                reply_reaches_parent_whose_schema_declares_no_signal,
                 failure_reaches_parent,
                 retryable_failure_delivers_nothing,
                 cancel_reaches_parent,
@@ -272,6 +274,7 @@ macro_rules! conformance_tests {
                 reserved_names,
                 execution_credential_refused,
                 numeric_ranges,
+                time_ranges,
                 checkpoint_kind_rules,
                 fail_rules,
                 origin_kind,

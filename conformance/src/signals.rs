@@ -325,3 +325,82 @@ pub async fn signal_not_found(f: impl Fixture) {
     );
     assert_unchanged(&b, "inst-1", &before, "a signal to an unknown turn").await;
 }
+
+/// A schema document for `version` of the conformance type declaring `signals` (each
+/// unchecked: a `null` schema).
+fn schema_declaring(version: &str, signals: &[&str]) -> SchemaDocument {
+    SchemaDocument {
+        workflow_type: TYPE.into(),
+        version: version.into(),
+        message: Value::Null,
+        signals: signals
+            .iter()
+            .map(|n| (n.to_string(), Value::Null))
+            .collect(),
+        state: Value::Null,
+        reply: Value::Null,
+    }
+}
+
+/// With a schema registered for the instance's type and version, a signal whose name the
+/// schema does not declare is `400 invalid_request` on `name`, its message listing the declared
+/// names, and nothing is written; a declared name is admitted. Without a registered schema
+/// (LBB workers register none) any name is admitted.
+pub async fn undeclared_name_refused(f: impl Fixture) {
+    let b = f.backend();
+    one_message(&b).await;
+    signal(&b, "inst-1", 1, "s0", "anything", json!(0)).await;
+
+    ok(
+        b.register_schema(&schema_declaring(VERSION, &["approve", "cancel"]))
+            .await,
+        "register a schema declaring `approve` and `cancel`",
+    );
+    let before = snapshot(&b, "inst-1").await;
+    let e = expect_invalid(
+        b.signal(signal_request("inst-1", 1, "s1", "aprove", json!(true)))
+            .await,
+        "name",
+        "a signal named `aprove`, which the schema does not declare",
+    );
+    let said = e.to_string();
+    assert!(
+        said.contains("`aprove`") && said.contains("`approve`, `cancel`"),
+        "the refusal names the signal and lists the declared names: {said}"
+    );
+    assert_unchanged(&b, "inst-1", &before, "a signal of an undeclared name").await;
+    let t = signal(&b, "inst-1", 1, "s1", "approve", json!(true)).await;
+    let names: Vec<String> = t
+        .signals
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(
+        names,
+        ["anything", "approve"],
+        "a declared name is admitted"
+    );
+
+    // A schema declaring no signals refuses every name, and says so.
+    let mut req = create_request("inst-2");
+    req.version = "v2".into();
+    create_with(&b, req).await;
+    send(&b, "inst-2", "m1", json!(null)).await;
+    ok(
+        b.register_schema(&schema_declaring("v2", &[])).await,
+        "register a schema declaring no signal",
+    );
+    let before = snapshot(&b, "inst-2").await;
+    let e = expect_invalid(
+        b.signal(signal_request("inst-2", 1, "s1", "approve", json!(true)))
+            .await,
+        "name",
+        "a signal to a workflow whose schema declares none",
+    );
+    assert!(
+        e.to_string().contains("declares no signals"),
+        "the refusal says no signal is declared: {e}"
+    );
+    assert_unchanged(&b, "inst-2", &before, "a signal no schema declares").await;
+}

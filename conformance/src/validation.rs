@@ -1,12 +1,13 @@
-//! Bad input: invalid identifiers and ranges are `400 invalid_request` naming the parameter,
-//! reserved names are `403`; nothing is written.
+//! Bad input: invalid identifiers and ranges (times and durations among them) are
+//! `400 invalid_request` naming the parameter, reserved names are `403`; nothing is written.
 
 use serde_json::{json, Value};
 use turnwise::protocol::*;
 use turnwise::Backend;
 
 use turnwise_rules::durations::{
-    HEARTBEAT_TIMEOUT_MIN_MS, LEASE, OPERATION_TIMEOUT, SLEEP_DELAY, WAIT_TIMEOUT,
+    HEARTBEAT_TIMEOUT_MIN_MS, LEASE, OPERATION_TIMEOUT, RETRY_AT_AHEAD, SCHEDULE_DELAY,
+    SCHEDULE_EVERY, SLEEP_DELAY, TIME, WAIT_TIMEOUT,
 };
 use turnwise_rules::ident::MAX_LEN;
 use turnwise_rules::limits::{MAX_ATTEMPTS_MAX, MAX_ATTEMPTS_MIN};
@@ -16,7 +17,7 @@ use turnwise_rules::names::{
 };
 
 use crate::support::*;
-use crate::Fixture;
+use crate::{advance_ms, Fixture};
 
 /// Identifiers that break the rule (1–128 of `A-Z a-z 0-9 _ - .`).
 fn bad_ids() -> Vec<String> {
@@ -208,35 +209,57 @@ pub async fn execution_credential_refused(f: impl Fixture) {
     claim(&b, "the message is still ready").await;
 }
 
-/// Numeric ranges: lease_ms 100–86 400 000, max_attempts 1–100, operation timeout_ms
-/// 100–86 400 000, heartbeat_timeout_ms 100–timeout_ms, wait timeout_ms 1 ms–365 days, sleep
-/// delay ≤ 365 days.
+/// `max_attempts` is 1–100 (the time and duration fields are [`time_ranges`]'s).
 pub async fn numeric_ranges(f: impl Fixture) {
     let b = f.backend();
-    for (lease_ms, max_attempts, param) in [
-        (Some(LEASE.min - 1), None, "lease_ms"),
-        (Some(LEASE.max + 1), None, "lease_ms"),
-        (None, Some(MAX_ATTEMPTS_MIN - 1), "max_attempts"),
-        (None, Some(MAX_ATTEMPTS_MAX + 1), "max_attempts"),
-    ] {
+    for max_attempts in [MAX_ATTEMPTS_MIN - 1, MAX_ATTEMPTS_MAX + 1] {
         let mut req = create_request("inst-range");
-        req.lease_ms = lease_ms;
-        req.max_attempts = max_attempts;
+        req.max_attempts = Some(max_attempts);
         expect_invalid(
             b.create_instance(req).await,
-            param,
-            &format!("create with lease_ms {lease_ms:?}, max_attempts {max_attempts:?}"),
+            "max_attempts",
+            &format!("create with max_attempts {max_attempts}"),
         );
     }
     expect_not_found(b.get_instance("inst-range").await, "refused creates");
-    let mut req = create_request("inst-lo");
-    req.lease_ms = Some(LEASE.min);
-    req.max_attempts = Some(MAX_ATTEMPTS_MIN);
-    create_with(&b, req).await;
-    let mut req = create_request("inst-hi");
-    req.lease_ms = Some(LEASE.max);
-    req.max_attempts = Some(MAX_ATTEMPTS_MAX);
-    create_with(&b, req).await;
+    for (id, max_attempts) in [("inst-lo", MAX_ATTEMPTS_MIN), ("inst-hi", MAX_ATTEMPTS_MAX)] {
+        let mut req = create_request(id);
+        req.max_attempts = Some(max_attempts);
+        create_with(&b, req).await;
+    }
+}
+
+/// A schedule request on `workflow_id` named `name` firing by `spec`.
+fn schedule_request(workflow_id: &str, name: &str, spec: ScheduleSpec) -> CreateScheduleRequest {
+    CreateScheduleRequest {
+        workflow_id: workflow_id.into(),
+        name: name.into(),
+        spec,
+        message: json!(null),
+        catch_up: CatchUp::Skip,
+    }
+}
+
+/// Every time and duration field of the requests (the table of `turnwise::validate::Times`)
+/// refuses a value outside its range with `400 invalid_request` naming the field, and nothing
+/// is written; the ends of each range are accepted. `lease_ms` 100–86 400 000; an operation's
+/// `timeout_ms` 100–86 400 000 and `heartbeat_timeout_ms` 100–`timeout_ms`; a sleep's
+/// `delay_ms` at most 365 days; a wait's `timeout_ms` 1 ms–365 days; `retry_at_ms` and a
+/// schedule's `spec.at_ms` and `spec.anchor_ms` a time from 1970 to 9999 (Unix ms
+/// 0–253 402 300 799 999); a delayed message's `spec.delay_ms` at most 365 days; an interval's
+/// `spec.every_ms` 1 s–365 days.
+pub async fn time_ranges(f: impl Fixture) {
+    let b = f.backend();
+    for lease_ms in [LEASE.min - 1, LEASE.max + 1] {
+        let mut req = create_request("inst-range");
+        req.lease_ms = Some(lease_ms);
+        expect_invalid(
+            b.create_instance(req).await,
+            "lease_ms",
+            &format!("create with lease_ms {lease_ms}"),
+        );
+    }
+    expect_not_found(b.get_instance("inst-range").await, "refused creates");
 
     create(&b, "inst-1").await;
     send(&b, "inst-1", "m1", json!(null)).await;
@@ -275,8 +298,59 @@ pub async fn numeric_ranges(f: impl Fixture) {
         "delay_ms",
         "a sleep longer than 365 days",
     );
-    assert_unchanged(&b, "inst-1", &before, "requests out of range").await;
+    let past_last = TIME.max as Millis + 1;
+    for at in [-1, Millis::MIN, past_last] {
+        let mut req = fail_request(&l, "WorkflowWait: later");
+        req.retry_at_ms = Some(at);
+        expect_invalid(
+            b.fail(req).await,
+            "retry_at_ms",
+            &format!("a fail with retry_at_ms {at}"),
+        );
+    }
+    let every = |every_ms, anchor_ms| ScheduleSpec::Every {
+        every_ms,
+        anchor_ms,
+    };
+    for (spec, param) in [
+        (ScheduleSpec::Once { at_ms: -1 }, "spec.at_ms"),
+        (ScheduleSpec::Once { at_ms: past_last }, "spec.at_ms"),
+        (
+            ScheduleSpec::After {
+                delay_ms: SCHEDULE_DELAY.max + 1,
+            },
+            "spec.delay_ms",
+        ),
+        (every(SCHEDULE_EVERY.min - 1, None), "spec.every_ms"),
+        (every(SCHEDULE_EVERY.max + 1, None), "spec.every_ms"),
+        (every(60_000, Some(-1)), "spec.anchor_ms"),
+        (every(60_000, Some(past_last)), "spec.anchor_ms"),
+    ] {
+        let what = format!("a schedule firing by {spec:?}");
+        expect_invalid(
+            b.create_schedule(schedule_request("inst-1", "s", spec))
+                .await,
+            param,
+            &what,
+        );
+    }
+    assert_unchanged(&b, "inst-1", &before, "times and durations out of range").await;
+    let listed = ok(
+        b.list_schedules(ListSchedulesQuery {
+            workflow_id: Some("inst-1".into()),
+            ..Default::default()
+        })
+        .await,
+        "list schedules",
+    );
+    assert_eq!(listed.schedules, vec![], "no refused schedule was kept");
 
+    // The ends of each range.
+    for (id, lease_ms) in [("inst-lo", LEASE.min), ("inst-hi", LEASE.max)] {
+        let mut req = create_request(id);
+        req.lease_ms = Some(lease_ms);
+        create_with(&b, req).await;
+    }
     let mut req = operation_request(&l, 0, "a");
     req.timeout_ms = OPERATION_TIMEOUT.max;
     req.heartbeat_timeout_ms = Some(OPERATION_TIMEOUT.max);
@@ -293,7 +367,61 @@ pub async fn numeric_ranges(f: impl Fixture) {
         "an operation at the bottom of both ranges",
     );
     checkpoint_step(&b, &l, 1, "b", json!(2)).await;
-    sleep(&b, &l, 2, "long-nap", SLEEP_DELAY.max).await;
+    for (position, timeout) in [(2, WAIT_TIMEOUT.min), (3, WAIT_TIMEOUT.max)] {
+        let id = format!("s{position}");
+        signal(&b, "inst-1", 1, &id, "approve", json!(1)).await;
+        let t = ok(
+            b.wait_signal(wait_request(&l, position, &id, "approve", timeout))
+                .await,
+            &format!("a wait with timeout_ms {timeout}"),
+        );
+        assert_eq!(
+            t.status,
+            TurnStatus::Running,
+            "the buffered signal is consumed"
+        );
+    }
+    sleep(&b, &l, 4, "long-nap", SLEEP_DELAY.max).await;
+    for (spec, name) in [
+        (
+            ScheduleSpec::Once {
+                at_ms: TIME.max as Millis,
+            },
+            "at-last",
+        ),
+        (
+            ScheduleSpec::After {
+                delay_ms: SCHEDULE_DELAY.max,
+            },
+            "after-longest",
+        ),
+        (every(SCHEDULE_EVERY.max, Some(0)), "every-year"),
+        (
+            every(SCHEDULE_EVERY.min, Some(TIME.max as Millis)),
+            "every-second",
+        ),
+    ] {
+        let what = format!("a schedule firing by {spec:?}");
+        ok(
+            b.create_schedule(schedule_request("inst-1", name, spec))
+                .await,
+            &what,
+        );
+    }
+
+    create(&b, "inst-2").await;
+    send(&b, "inst-2", "m1", json!(null)).await;
+    for (at, why) in [
+        (0, "the first attempt"),
+        (TIME.max as Millis, "after a second"),
+    ] {
+        let l = lease(&claim(&b, why).await);
+        let mut req = fail_request(&l, "WorkflowWait: later");
+        req.retry_at_ms = Some(at);
+        let t = ok(b.fail(req).await, &format!("a fail with retry_at_ms {at}"));
+        assert_eq!(t.status, TurnStatus::Waiting, "retry_at_ms {at} waits");
+        advance_ms(&f, RETRY_AT_AHEAD.min);
+    }
 }
 
 /// Checkpoint kinds: `signal` is not a checkpoint kind, steps take no `delay_ms`, sleeps need

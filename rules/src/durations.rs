@@ -88,11 +88,32 @@ pub const WAIT_TIMEOUT: Bounds = Bounds {
     max: YEAR_MS,
 };
 
-/// How far ahead of now a failure's `retry_at_ms` may lie: 1 s to 366 days (clamped into
-/// this range, never refused).
+/// How far ahead of now a failure's `retry_at_ms` takes effect: 1 s to 366 days. A time
+/// within [`TIME`] is clamped into this range, never refused; one outside [`TIME`] is refused.
 pub const RETRY_AT_AHEAD: Bounds = Bounds {
     min: SECOND_MS,
     max: 366 * DAY_MS,
+};
+
+/// A point in time a request names, in milliseconds since the Unix epoch: a failure's
+/// `retry_at_ms`, a schedule's `at_ms` and `anchor_ms`. From 1970-01-01T00:00:00.000Z to
+/// 9999-12-31T23:59:59.999Z, the last millisecond RFC 3339 writes.
+pub const TIME: Bounds = Bounds {
+    min: 0,
+    max: 253_402_300_799_999,
+};
+
+/// A delayed message's `delay_ms` (a schedule of kind `after`): 0 to 365 days, as a sleep. A
+/// later message names its time (`at_ms`).
+pub const SCHEDULE_DELAY: Bounds = Bounds {
+    min: 0,
+    max: YEAR_MS,
+};
+
+/// A recurring schedule's `every_ms`: 1 s to 365 days.
+pub const SCHEDULE_EVERY: Bounds = Bounds {
+    min: SECOND_MS,
+    max: YEAR_MS,
 };
 
 #[cfg(test)]
@@ -108,6 +129,10 @@ mod tests {
         assert_eq!(YEAR_MS, 31_536_000_000);
         assert!(LEASE.contains(DEFAULT_LEASE_MS));
         assert!(OPERATION_TIMEOUT.contains(DEFAULT_OPERATION_TIMEOUT_MS));
+        // The last time is the last millisecond of 9999, and `after` reaches far short of it.
+        assert_eq!(TIME.max + 1, 253_402_300_800_000);
+        assert!(TIME.contains(0) && !TIME.contains(TIME.max + 1));
+        assert!(SCHEDULE_DELAY.max < TIME.max && SCHEDULE_EVERY.contains(1_000));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!
 //! - [`ident`]: the identifier syntax of ids, keys, names, types and versions;
 //! - [`limits`]: sizes and counts (steps per turn, signals per turn, bytes per value, …);
-//! - [`durations`]: the accepted ranges and defaults of leases, timeouts, sleeps and waits;
+//! - [`durations`]: the accepted ranges and defaults of leases, timeouts, sleeps, waits, times
+//!   and schedules;
 //! - [`names`]: reserved names (the `lbb.` prefix, reserved ids) and the origin kinds;
 //! - [`routes`]: each operation's HTTP method and path.
 //!

@@ -5,9 +5,10 @@
 //! per namespace, type and version (so they survive a restart of the server), serves them back,
 //! and checks every message (`instances/message`) and signal (`turns/signal`) of an instance of
 //! that type and version against them before anything is written
-//! ([`turnwise::Error::SchemaValidation`], `400 schema_validation_failed`). An instance whose
-//! type and version have no registered schema is admitted unchecked, and so is a signal whose
-//! name the document does not declare.
+//! ([`turnwise::Error::SchemaValidation`], `400 schema_validation_failed`); a signal whose name
+//! the document does not declare is refused (`400 invalid_request` on `name`, listing the
+//! declared names). An instance whose type and version have no registered schema is admitted
+//! unchecked.
 
 use serde_json::Value;
 

@@ -14,9 +14,8 @@ use serde_json::{json, Value};
 
 use super::claim::{check_claim, SCAN};
 use super::rules;
-use turnwise_rules::durations::{
-    HEARTBEAT_TIMEOUT_MIN_MS, LEASE, OPERATION_TIMEOUT, RETRY_AT_AHEAD, SLEEP_DELAY, WAIT_TIMEOUT,
-};
+use super::schemas::Sender;
+use turnwise_rules::durations::RETRY_AT_AHEAD;
 use turnwise_rules::{limits, names};
 
 use super::turns::{check_results, next_position, steps_limit, Decision};
@@ -25,7 +24,7 @@ use super::writes::{
     Applied, ControlChanges,
 };
 use super::*;
-use crate::protocol::validate;
+use crate::protocol::validate::{self, Times as _};
 use crate::store::Durability::{Durable, Relaxed};
 use crate::store::{InstanceFilter, RunFilter, TurnRange, HOUR_MS};
 
@@ -56,8 +55,10 @@ impl Backend for Engine {
                 ),
             });
         }
-        let lease_ms = req.lease_ms.unwrap_or(cfg.default_lease_ms);
-        validate::range("lease_ms", lease_ms, LEASE.min, LEASE.max)?;
+        // The default lease is checked as if the request had named it.
+        let mut req = req;
+        let lease_ms = *req.lease_ms.get_or_insert(cfg.default_lease_ms);
+        req.check_times()?;
         let max_attempts = req.max_attempts.unwrap_or(cfg.default_max_attempts);
         let (min, max) = (limits::MAX_ATTEMPTS_MIN, limits::MAX_ATTEMPTS_MAX);
         validate::range("max_attempts", max_attempts.into(), min.into(), max.into())?;
@@ -519,8 +520,7 @@ impl Backend for Engine {
         let limits = &self.inner.config.limits;
         validate::identifier("key", &req.key)?;
         validate::identifier("name", &req.name)?;
-        let bounds = WAIT_TIMEOUT;
-        validate::range("timeout_ms", req.timeout_ms, bounds.min, bounds.max)?;
+        req.check_times()?;
         steps_limit(req.position, limits.steps_per_turn)?;
         self.on_turn(&req.lease, rules::turn_view, |inst, turn, now| {
             let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
@@ -574,7 +574,7 @@ impl Backend for Engine {
         validate::identifier("id", &req.id)?;
         validate::identifier("name", &req.name)?;
         validate::size("value", &req.value, limits.signal_bytes)?;
-        self.put_signal(&req).await
+        self.put_signal(&req, Sender::Client).await
     }
 
     async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
@@ -582,6 +582,7 @@ impl Backend for Engine {
     }
 
     async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
+        req.check_times()?;
         if req.non_retryable && req.retry_at_ms.is_some() {
             return Err(Error::invalid(
                 "retry_at_ms",
@@ -900,12 +901,7 @@ impl Engine {
     /// What the operation route checks before it reads anything.
     fn check_operation(&self, req: &OperationRequest) -> Result<()> {
         validate::identifier("key", &req.key)?;
-        let timeout = OPERATION_TIMEOUT;
-        validate::range("timeout_ms", req.timeout_ms, timeout.min, timeout.max)?;
-        if let Some(hb) = req.heartbeat_timeout_ms {
-            let min = HEARTBEAT_TIMEOUT_MIN_MS;
-            validate::range("heartbeat_timeout_ms", hb, min, req.timeout_ms)?;
-        }
+        req.check_times()?;
         steps_limit(req.position, self.inner.config.limits.steps_per_turn)
     }
 
@@ -990,8 +986,8 @@ impl Engine {
                     "a `sleep` checkpoint needs delay_ms",
                 ))
             }
-            (CheckpointKind::Sleep, Some(d)) => {
-                validate::range("delay_ms", d, SLEEP_DELAY.min, SLEEP_DELAY.max)?;
+            (CheckpointKind::Sleep, Some(_)) => {
+                req.check_times()?;
                 if !req.output.is_null() {
                     return Err(Error::invalid(
                         "output",
@@ -1086,8 +1082,13 @@ impl Engine {
     /// Deliver a checked signal to its turn: buffer it, and resolve the turn's signal wait when
     /// it waits for this name. A repeat of an event id with the same name and value answers the
     /// turn as it stands. The signal route calls it, and so does the delivery of a child turn's
-    /// outcome (`children.rs`), whose value may be as large as a reply.
-    pub(super) async fn put_signal(&self, req: &SignalRequest) -> Result<WorkflowTurn> {
+    /// outcome (`children.rs`, the `sender` [`Sender::Engine`]), whose value may be as large as
+    /// a reply.
+    pub(super) async fn put_signal(
+        &self,
+        req: &SignalRequest,
+        sender: Sender,
+    ) -> Result<WorkflowTurn> {
         let limits = &self.inner.config.limits;
 
         let mut tries = Tries::new();
@@ -1096,10 +1097,8 @@ impl Engine {
             tries.next(&req.workflow_id)?;
             let mut inst = self.load(&req.workflow_id).await?;
             if !checked {
-                // Against the registered schema of the signal's name, before anything is
-                // written (a child's outcome signal has a name no schema declares).
-                self.check_signal_schema(&inst, &req.name, &req.value)
-                    .await?;
+                // Against the registered schema, before anything is written.
+                self.check_signal_schema(&inst, req, sender).await?;
                 checked = true;
             }
             let mut turn = self.load_turn(&inst, req.turn).await?;

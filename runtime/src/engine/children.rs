@@ -18,6 +18,7 @@ use std::sync::atomic::Ordering;
 use serde_json::{json, Value};
 
 use super::rules;
+use super::schemas::Sender;
 use super::*;
 use crate::store::Durability::Relaxed;
 use crate::store::OutboxEntry;
@@ -147,7 +148,7 @@ impl Engine {
             name: entry.signal.clone(),
             value: entry.value.clone(),
         };
-        let mut answer = self.put_signal(&req).await;
+        let mut answer = self.put_signal(&req, Sender::Engine).await;
         if let Err(Error::TooLarge { size, limit, .. }) = &answer {
             // The reply does not fit in the parent's turn: tell the parent so instead.
             req.value = json!({
@@ -160,7 +161,7 @@ impl Engine {
                     entry.turn, entry.parent_turn, entry.parent_id
                 ),
             });
-            answer = self.put_signal(&req).await;
+            answer = self.put_signal(&req, Sender::Engine).await;
         }
         match answer {
             Ok(_) => Ok(()),

@@ -17,14 +17,12 @@ use serde_json::Value;
 use super::writes::new_turn;
 use super::*;
 use crate::protocol::firing_id;
-use crate::protocol::validate;
+use crate::protocol::validate::{self, Times as _};
 use crate::store::Durability::Durable;
 use turnwise_rules::names;
 
 /// The longest schedule name (a one-off's name is its message id and may be up to 128).
 pub(super) const NAME_MAX: usize = 64;
-/// The shortest interval of an `every` schedule.
-pub(super) const EVERY_MIN_MS: u64 = 1000;
 
 /// `due` with the earliest fire time of the instance's unpaused schedules folded in.
 pub(super) fn with_schedules(due: Option<Millis>, inst: &InstanceRecord) -> Option<Millis> {
@@ -207,21 +205,8 @@ fn check_spec(spec: &mut ScheduleSpec, now: Millis) -> Result<Millis> {
             *spec = ScheduleSpec::Once { at_ms: at };
             Ok(at)
         }
-        ScheduleSpec::Every {
-            every_ms,
-            anchor_ms,
-        } => {
-            if *every_ms < EVERY_MIN_MS {
-                return Err(Error::invalid(
-                    "spec.every_ms",
-                    format_args!(
-                        "an interval of {every_ms} ms is too short; use at least {EVERY_MIN_MS} ms"
-                    ),
-                ));
-            }
-            if i64::try_from(*every_ms).is_err() {
-                return Err(Error::invalid("spec.every_ms", "the interval is too long"));
-            }
+        // `every_ms` and `anchor_ms` are in range (`Times::check_times`).
+        ScheduleSpec::Every { anchor_ms, .. } => {
             let anchor = *anchor_ms.get_or_insert(now);
             let first = if anchor > now {
                 Some(anchor)
@@ -343,6 +328,7 @@ impl Engine {
             ScheduleSpec::Once { .. } | ScheduleSpec::After { .. }
         );
         check_name(&req.name, once)?;
+        req.check_times()?;
         validate::size("message", &req.message, limits.message_bytes)?;
         let mut tries = Tries::new();
         let mut checked = false;

@@ -200,7 +200,6 @@ impl Engine {
     }
 
     /// The document of one type and version, if one is registered.
-    #[cfg(feature = "schema-validation")]
     async fn schema_entry(&self, workflow_type: &str, version: &str) -> Result<Option<Arc<Entry>>> {
         let entries = self.namespace_schemas().await?;
         Ok(entries
@@ -231,29 +230,71 @@ impl Engine {
         Ok(())
     }
 
-    /// Check a signal value against the schema of its name, if one is registered.
+    /// Check a signal against the document registered for its instance's type and version, if
+    /// one is: a client's signal must have a name the document declares (its `signals` keys),
+    /// and a value that matches the schema of its name, when that is not `null`. A child
+    /// turn's outcome, which the engine delivers under the name the parent chose, is not held
+    /// to the declared names.
     pub(super) async fn check_signal_schema(
         &self,
         inst: &InstanceRecord,
-        name: &str,
-        value: &Value,
+        signal: &SignalRequest,
+        sender: Sender,
     ) -> Result<()> {
-        #[cfg(feature = "schema-validation")]
-        if let Some(entry) = self
+        let Some(entry) = self
             .schema_entry(&inst.workflow_type, &inst.version)
             .await?
-        {
-            if let Some(v) = entry.signals.get(name) {
-                let what = format!(
-                    "the schema of signal `{name}` of {} {}",
-                    inst.workflow_type, inst.version
-                );
-                return check(v, "value", &what, value);
-            }
+        else {
+            return Ok(());
+        };
+        let name = signal.name.as_str();
+        let declared = &entry.stored.document.signals;
+        if sender == Sender::Client && !declared.contains_key(name) {
+            return Err(undeclared(inst, name, declared.keys()));
         }
-        let _ = (inst, name, value);
+        #[cfg(feature = "schema-validation")]
+        if let Some(v) = entry.signals.get(name) {
+            let what = format!(
+                "the schema of signal `{name}` of {} {}",
+                inst.workflow_type, inst.version
+            );
+            return check(v, "value", &what, &signal.value);
+        }
         Ok(())
     }
+}
+
+/// Who sends a signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sender {
+    /// A client, through the signal route.
+    Client,
+    /// The engine, delivering a child turn's outcome to its parent turn.
+    Engine,
+}
+
+/// The refusal of a signal named `name` that the registered document of `inst`'s type and
+/// version does not declare: `invalid_request` on `name`, listing the declared names.
+fn undeclared<'a>(
+    inst: &InstanceRecord,
+    name: &str,
+    declared: impl ExactSizeIterator<Item = &'a String>,
+) -> Error {
+    let (accepted, fix) = if declared.len() == 0 {
+        ("it declares no signals".to_owned(), "register")
+    } else {
+        let names: Vec<String> = declared.map(|n| format!("`{n}`")).collect();
+        let names = format!("it declares {}", names.join(", "));
+        (names, "send one of those names, or register")
+    };
+    Error::invalid(
+        "name",
+        format!(
+            "signal `{name}` is not declared by the registered schema of {} {}: {accepted}; \
+             {fix} a schema that declares `{name}`; nothing was written",
+            inst.workflow_type, inst.version
+        ),
+    )
 }
 
 /// [`Error::SchemaValidation`] naming every failing path (JSON Pointers into `param`).

@@ -13,28 +13,34 @@ use serde_json::Value;
 use super::Millis;
 
 /// When a schedule fires.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// On the wire, an object with `kind` (`once`, `after`, `every` or `cron`) and that kind's
+/// fields; other keys are ignored. A field of the wrong type or a missing one is refused
+/// naming it (`spec.delay_ms`), as every request field is. The ranges of its times and
+/// durations are [`Times`](crate::protocol::validate::Times)'s.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ScheduleSpec {
     /// Once, at `at_ms` (a delayed message): admitted under the schedule's name as its
     /// message id, then the schedule is gone.
     Once {
-        /// When, in milliseconds since the Unix epoch.
+        /// When, in milliseconds since the Unix epoch (1970 to 9999).
         at_ms: Millis,
     },
     /// Once, `delay_ms` after the backend receives the request, by the backend's clock (not
     /// the caller's): stored as [`ScheduleSpec::Once`].
     After {
-        /// How long from now.
+        /// How long from now: 0 to 365 days.
         delay_ms: u64,
     },
     /// Every `every_ms` milliseconds, at `anchor_ms + k * every_ms` (`anchor_ms` defaults to
     /// the creation time).
     Every {
-        /// The interval, at least 1000 ms.
+        /// The interval: 1 s to 365 days.
         every_ms: u64,
-        /// The time the occurrences are counted from; set by the engine when not given.
+        /// The time the occurrences are counted from (1970 to 9999); set by the engine when
+        /// not given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         anchor_ms: Option<Millis>,
     },
@@ -44,6 +50,88 @@ pub enum ScheduleSpec {
         /// The expression, e.g. `0 3 * * *` (03:00 UTC every day).
         expr: String,
     },
+}
+
+/// The `kind` of a [`ScheduleSpec`] on the wire.
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum SpecKind {
+    Once,
+    After,
+    Every,
+    Cron,
+}
+
+/// Reads the object's fields in place, so that a path-tracking reader (the server's) names the
+/// field at fault: serde's internally tagged enums buffer the object first, and a refusal of
+/// one of its fields names only the object.
+impl<'de> Deserialize<'de> for ScheduleSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(SpecVisitor)
+    }
+}
+
+struct SpecVisitor;
+
+impl<'de> serde::de::Visitor<'de> for SpecVisitor {
+    type Value = ScheduleSpec;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a schedule spec: an object with `kind` (once, after, every or cron)")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ScheduleSpec, A::Error> {
+        use serde::de::Error as _;
+        /// `field`'s value, refused when the object has it twice.
+        fn once<'de, A: serde::de::MapAccess<'de>, T: Deserialize<'de>>(
+            map: &mut A,
+            slot: &mut Option<T>,
+            field: &'static str,
+        ) -> Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(A::Error::duplicate_field(field));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        let mut kind: Option<SpecKind> = None;
+        let mut at_ms: Option<Millis> = None;
+        let mut delay_ms: Option<u64> = None;
+        let mut every_ms: Option<u64> = None;
+        let mut anchor_ms: Option<Option<Millis>> = None;
+        let mut expr: Option<String> = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "kind" => once(&mut map, &mut kind, "kind")?,
+                "at_ms" => once(&mut map, &mut at_ms, "at_ms")?,
+                "delay_ms" => once(&mut map, &mut delay_ms, "delay_ms")?,
+                "every_ms" => once(&mut map, &mut every_ms, "every_ms")?,
+                "anchor_ms" => once(&mut map, &mut anchor_ms, "anchor_ms")?,
+                "expr" => once(&mut map, &mut expr, "expr")?,
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        fn required<T, E: serde::de::Error>(v: Option<T>, field: &'static str) -> Result<T, E> {
+            v.ok_or_else(|| E::missing_field(field))
+        }
+        Ok(match required(kind, "kind")? {
+            SpecKind::Once => ScheduleSpec::Once {
+                at_ms: required(at_ms, "at_ms")?,
+            },
+            SpecKind::After => ScheduleSpec::After {
+                delay_ms: required(delay_ms, "delay_ms")?,
+            },
+            SpecKind::Every => ScheduleSpec::Every {
+                every_ms: required(every_ms, "every_ms")?,
+                anchor_ms: anchor_ms.flatten(),
+            },
+            SpecKind::Cron => ScheduleSpec::Cron {
+                expr: required(expr, "expr")?,
+            },
+        })
+    }
 }
 
 impl ScheduleSpec {
@@ -227,5 +315,47 @@ pub fn fire_time(at_ms: Millis) -> String {
     match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(at_ms) {
         Some(t) => t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
         None => at_ms.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_spec_reads_as_it_is_written() {
+        let specs = [
+            ScheduleSpec::Once { at_ms: 5 },
+            ScheduleSpec::After { delay_ms: 60_000 },
+            ScheduleSpec::Every {
+                every_ms: 1_000,
+                anchor_ms: Some(0),
+            },
+            ScheduleSpec::every(std::time::Duration::from_secs(60)),
+            ScheduleSpec::cron("0 3 * * *"),
+        ];
+        for spec in specs {
+            let v = serde_json::to_value(&spec).unwrap();
+            assert_eq!(serde_json::from_value::<ScheduleSpec>(v).unwrap(), spec);
+        }
+        let read = |v: Value| serde_json::from_value::<ScheduleSpec>(v).map_err(|e| e.to_string());
+        assert_eq!(
+            read(json!({"every_ms": 1000, "kind": "every", "anchor_ms": null, "note": 1})),
+            Ok(ScheduleSpec::Every {
+                every_ms: 1000,
+                anchor_ms: None
+            }),
+            "the kind may come last, a null anchor is none, other keys are ignored"
+        );
+        let refused = |v: Value, why: &str| {
+            let e = read(v.clone()).unwrap_err();
+            assert!(e.contains(why), "{v}: {e}");
+        };
+        refused(json!({"kind": "yearly"}), "unknown variant `yearly`");
+        refused(json!({"kind": "once"}), "missing field `at_ms`");
+        refused(json!({"at_ms": 5}), "missing field `kind`");
+        refused(json!({"kind": "after", "delay_ms": -1}), "expected u64");
+        refused(json!([1]), "a schedule spec");
     }
 }

@@ -264,7 +264,7 @@ pub struct CreateInstanceRequest {
     /// The initial state; absent means `null`.
     #[serde(default, skip_serializing_if = "is_null")]
     pub state: Value,
-    /// Lease length in ms (default 60 000).
+    /// Lease length in ms: 100 ..= 86 400 000 (default 60 000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ms: Option<u64>,
     /// Attempts before a turn fails for good (default 3).
@@ -537,7 +537,8 @@ pub struct ClaimRequest {
     pub worker: String,
     /// Every (type, version) the worker runs.
     pub workflows: Vec<WorkflowRef>,
-    /// How long to hold an idle claim, in ms (capped at 10 000).
+    /// How long to hold an idle claim, in ms: any, capped at the engine's `max_claim_wait`
+    /// (10 000 by default).
     #[serde(default)]
     pub wait_ms: u64,
     /// Execution credentials are not supported; a claim asking for one is refused.
@@ -644,7 +645,7 @@ pub struct CheckpointRequest {
     /// The step output; absent means `null`, always absent for sleeps.
     #[serde(default, skip_serializing_if = "is_null")]
     pub output: Value,
-    /// The sleep length; sleeps only.
+    /// The sleep length, 0 ..= 365 days; sleeps only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
 }
@@ -721,7 +722,9 @@ pub struct FailRequest {
     /// Fail for good now.
     #[serde(default)]
     pub non_retryable: bool,
-    /// Wait until then without counting an attempt.
+    /// Wait until then without counting an attempt: a time in Unix ms from 0 to
+    /// 253 402 300 799 999 (1970 to 9999; `turnwise_rules::durations::TIME`), moved into
+    /// now + 1 s ..= now + 366 days.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at_ms: Option<Millis>,
     /// Usage of activity calls, kept on the turn's run.
@@ -1378,7 +1381,8 @@ pub struct SchemaDocument {
     /// The message schema; `null` or absent when messages are not checked.
     #[serde(default)]
     pub message: Value,
-    /// One schema per signal name.
+    /// The signals the workflow accepts: one schema per signal name (`null`: the value is not
+    /// checked). Once the document is registered, a signal of a name not listed is refused.
     #[serde(default)]
     pub signals: BTreeMap<String, Value>,
     /// The state schema (served, not checked).

@@ -1,11 +1,18 @@
-//! Input rules shared by every backend: identifiers, keys, sizes and the progress convention.
+//! Input rules shared by every backend: identifiers, keys, sizes, the ranges of times and
+//! durations ([`Times`]) and the progress convention.
 //!
 //! Each check returns an [`Error`] naming the field and what is allowed, so a refusal is
 //! actionable and nothing is written.
 
 use serde_json::Value;
 
+use turnwise_rules::durations::{self, Bounds};
+
 use crate::protocol::error::{Error, Result};
+use crate::protocol::{
+    CheckpointRequest, CreateInstanceRequest, CreateScheduleRequest, FailRequest, Millis,
+    OperationRequest, ScheduleSpec, WaitSignalRequest,
+};
 
 /// The most durable calls (steps, sleeps, signal waits) a turn holds by default: the wire's
 /// 64, the engine's default `Limits::steps_per_turn`, and the step context's limit when a
@@ -183,6 +190,129 @@ pub fn range(param: &'static str, v: u64, min: u64, max: u64) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The time and duration fields of a request, checked against their ranges.
+///
+/// Every time and duration field of the protocol's requests is checked here and nowhere else:
+/// the engine checks each request with [`Times::check_times`] before it reads anything, and
+/// the HTTP server hands every request to the engine. A value outside its range is
+/// `400 invalid_request` naming the field, and nothing is written. The ranges are
+/// `turnwise_rules::durations`'s:
+///
+/// | Request | Field | Range |
+/// |---|---|---|
+/// | [`CreateInstanceRequest`] | `lease_ms` | 100 ms ..= 24 h ([`LEASE`](durations::LEASE)) |
+/// | [`OperationRequest`] | `timeout_ms` | 100 ms ..= 24 h ([`OPERATION_TIMEOUT`](durations::OPERATION_TIMEOUT)) |
+/// | [`OperationRequest`] | `heartbeat_timeout_ms` | 100 ms ..= the request's `timeout_ms` |
+/// | [`CheckpointRequest`] | `delay_ms` | 0 ..= 365 days ([`SLEEP_DELAY`](durations::SLEEP_DELAY)) |
+/// | [`WaitSignalRequest`] | `timeout_ms` | 1 ms ..= 365 days ([`WAIT_TIMEOUT`](durations::WAIT_TIMEOUT)) |
+/// | [`FailRequest`] | `retry_at_ms` | a time ([`TIME`](durations::TIME): 1970 to 9999), then clamped to now + 1 s ..= now + 366 days |
+/// | [`CreateScheduleRequest`] | `spec.at_ms`, `spec.anchor_ms` | a time ([`TIME`](durations::TIME)) |
+/// | [`CreateScheduleRequest`] | `spec.delay_ms` | 0 ..= 365 days ([`SCHEDULE_DELAY`](durations::SCHEDULE_DELAY)) |
+/// | [`CreateScheduleRequest`] | `spec.every_ms` | 1 s ..= 365 days ([`SCHEDULE_EVERY`](durations::SCHEDULE_EVERY)) |
+///
+/// A claim's `wait_ms` (and the turn read's) takes any whole number of milliseconds and is
+/// capped at the engine's `max_claim_wait`, so it has nothing to check here; over HTTP, a
+/// negative or fractional number in any of these fields is refused when the body is read,
+/// naming the field too.
+pub trait Times {
+    /// `Err` naming the first time or duration field outside its range.
+    fn check_times(&self) -> Result<()>;
+}
+
+/// Check a duration field, in milliseconds, against its bounds.
+fn duration(param: &'static str, ms: u64, bounds: Bounds) -> Result<()> {
+    range(param, ms, bounds.min, bounds.max)
+}
+
+/// Check a point in time, in Unix milliseconds, against [`durations::TIME`].
+fn time(param: &'static str, ms: Millis) -> Result<()> {
+    let in_range = u64::try_from(ms).is_ok_and(|ms| durations::TIME.contains(ms));
+    if in_range {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        param,
+        format!(
+            "{ms} is outside {}..={}: a time is milliseconds since the Unix epoch, from \
+             1970-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z",
+            durations::TIME.min,
+            durations::TIME.max
+        ),
+    ))
+}
+
+impl Times for CreateInstanceRequest {
+    /// `lease_ms`, when given (the engine checks its default with it).
+    fn check_times(&self) -> Result<()> {
+        match self.lease_ms {
+            Some(ms) => duration("lease_ms", ms, durations::LEASE),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Times for OperationRequest {
+    fn check_times(&self) -> Result<()> {
+        duration("timeout_ms", self.timeout_ms, durations::OPERATION_TIMEOUT)?;
+        match self.heartbeat_timeout_ms {
+            Some(ms) => range(
+                "heartbeat_timeout_ms",
+                ms,
+                durations::HEARTBEAT_TIMEOUT_MIN_MS,
+                self.timeout_ms,
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Times for CheckpointRequest {
+    /// `delay_ms`, when given (which kinds take one is the checkpoint route's rule).
+    fn check_times(&self) -> Result<()> {
+        match self.delay_ms {
+            Some(ms) => duration("delay_ms", ms, durations::SLEEP_DELAY),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Times for WaitSignalRequest {
+    fn check_times(&self) -> Result<()> {
+        duration("timeout_ms", self.timeout_ms, durations::WAIT_TIMEOUT)
+    }
+}
+
+impl Times for FailRequest {
+    fn check_times(&self) -> Result<()> {
+        match self.retry_at_ms {
+            Some(at) => time("retry_at_ms", at),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Times for CreateScheduleRequest {
+    fn check_times(&self) -> Result<()> {
+        match &self.spec {
+            ScheduleSpec::Once { at_ms } => time("spec.at_ms", *at_ms),
+            ScheduleSpec::After { delay_ms } => {
+                duration("spec.delay_ms", *delay_ms, durations::SCHEDULE_DELAY)
+            }
+            ScheduleSpec::Every {
+                every_ms,
+                anchor_ms,
+            } => {
+                duration("spec.every_ms", *every_ms, durations::SCHEDULE_EVERY)?;
+                match anchor_ms {
+                    Some(at) => time("spec.anchor_ms", *at),
+                    None => Ok(()),
+                }
+            }
+            ScheduleSpec::Cron { .. } => Ok(()),
+        }
+    }
 }
 
 const MAX_SAFE_INT: u64 = (1 << 53) - 1;

@@ -61,7 +61,7 @@ impl std::fmt::Display for WorkflowError {
 /// Wait: end this attempt and run the turn again at `retry_at`, counting no attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkflowWait {
-    /// When to run again, in Unix ms (at least one second ahead is used).
+    /// When to run again, in Unix ms: at least one second and at most 366 days ahead is used.
     pub retry_at_ms: Millis,
     /// Why, recorded as the turn's error.
     pub reason: String,

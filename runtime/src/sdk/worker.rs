@@ -674,7 +674,12 @@ impl Worker {
         let now = self.clock.now_ms();
         let (non_retryable, retry_at_ms) = match &e {
             TurnError::Permanent(_) => (true, None),
-            TurnError::Wait(w) => (false, Some(w.retry_at_ms.max(now + 1000))),
+            // Kept within the times a request may name (`durations::TIME`): the engine takes
+            // any of them, moved into now + 1 s ..= now + 366 days.
+            TurnError::Wait(w) => {
+                let last = turnwise_rules::durations::TIME.max as crate::protocol::Millis;
+                (false, Some(w.retry_at_ms.max(now + 1000).min(last)))
+            }
             TurnError::Retry(_) => (false, None),
         };
         let error = e.wire_message();

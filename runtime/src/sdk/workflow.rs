@@ -131,6 +131,9 @@ pub trait Workflow: Send + Sync + Sized + 'static {
 
     /// The JSON Schemas of this workflow's message, state, reply, signals and steps, if it has
     /// them: `#[workflow]` generates them; a hand-written workflow has none unless it says so.
+    /// Once registered, a signal whose name the schema does not declare is refused, so a schema
+    /// lists every signal the workflow accepts
+    /// ([`WorkflowSchema::signal`](crate::schema::WorkflowSchema::signal)).
     fn schema(&self) -> Option<crate::sdk::schema::WorkflowSchema> {
         None
     }

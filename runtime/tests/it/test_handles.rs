@@ -23,6 +23,8 @@ enum Op {
     Nap,
     /// Wait (WorkflowWait) an hour the first time, then log "waited".
     Later,
+    /// Wait (WorkflowWait) until the largest time there is the first time, then log "waited".
+    Forever,
     /// Log `c<n>` and continue with `n - 1` while `n > 0`.
     Count(u32),
 }
@@ -67,6 +69,12 @@ impl Workflow for Ledger {
             Op::Later => {
                 if self.probe.later.fetch_add(1, SeqCst) == 0 {
                     Err(WorkflowWait::until(self.clock.now_ms() + 3_600_000))?;
+                }
+                log.push("waited".into());
+            }
+            Op::Forever => {
+                if self.probe.later.fetch_add(1, SeqCst) == 0 {
+                    Err(WorkflowWait::until(i64::MAX))?;
                 }
                 log.push("waited".into());
             }
@@ -406,6 +414,25 @@ async fn wake_makes_a_retry_wait_ready_now_but_not_a_sleep() {
         "a sleep is not woken"
     );
     assert_eq!(h.turn(2).await.unwrap().status, TurnStatus::Waiting);
+}
+
+/// A wait until a time past the last one a request may name (9999-12-31) is the longest wait,
+/// 366 days, as a wait until any far time is: the worker does not send a time the engine
+/// refuses.
+#[tokio::test]
+async fn a_wait_past_the_last_time_is_the_longest_wait() {
+    let (env, wf, h) = setup().await;
+    h.send(Op::Forever, "m1").await.unwrap();
+    env.run_until_idle().await.unwrap();
+    let t = h.turn(1).await.unwrap();
+    assert_eq!((t.status, t.attempt), (TurnStatus::Waiting, 1), "{t:?}");
+    let wait = t.wait.expect("a retry wait");
+    let longest = turnwise_rules::durations::RETRY_AT_AHEAD.max;
+    assert_eq!((wait.until_ms - wait.since_ms) as u64, longest, "{wait:?}");
+    h.wake().await.unwrap();
+    env.run_until_idle().await.unwrap();
+    assert_eq!(wf.probe.later.load(SeqCst), 2);
+    assert_eq!(h.turn(1).await.unwrap().status, TurnStatus::Completed);
 }
 
 #[tokio::test]

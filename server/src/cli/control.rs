@@ -293,7 +293,8 @@ async fn check(ctx: &Ctx, id: &str, what: Checked<'_>, value: &Value) -> Result<
 
 /// Check `value` against the schema registered for `workflow_type` and `version`: the message
 /// schema, the schema of the named signal, or the state schema. Nothing registered (or no
-/// schema for that signal name) passes, as it does on the server.
+/// schema for that signal name) passes, as it does on the server; a signal name the document
+/// does not declare is left to the server, which refuses it listing the declared names.
 async fn check_against(
     ctx: &Ctx,
     workflow_type: &str,

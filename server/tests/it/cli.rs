@@ -1075,17 +1075,48 @@ async fn schemas_and_schema_errors_caught_before_sending() {
         turn.signals.as_ref().is_none_or(|s| s.is_empty()),
         "the server saw no signal: {turn:?}"
     );
-    // A signal name without a schema is not checked, as on the server.
-    turnwise(
+    // A name the registered schema does not declare: the server refuses it, listing the
+    // declared names, and the command fails with its message.
+    let e = turnwise(
         base,
         None,
         &[
-            "signal", "c-1", "--turn", "1", "--name", "note", "--id", "e2", "--value", "3",
+            "signal", "c-1", "--turn", "1", "--name", "aprove", "--id", "e2", "--value", "3",
             "--json",
         ],
     )
     .await
-    .json();
+    .failed(2);
+    assert_eq!(
+        (e["param"].as_str(), e["code"].as_str()),
+        (Some("name"), Some("invalid_request")),
+        "{e}"
+    );
+    let text = turnwise(
+        base,
+        None,
+        &[
+            "signal", "c-1", "--turn", "1", "--name", "aprove", "--id", "e2", "--value", "3",
+        ],
+    )
+    .await;
+    assert_ne!(text.code, 0, "{text:#?}");
+    assert!(
+        text.stderr.contains("signal `aprove` is not declared")
+            && text.stderr.contains("it declares `approve`"),
+        "{text:#?}"
+    );
+    let turn = http
+        .turn(TurnQuery {
+            id: "c-1".into(),
+            turn: 1,
+        })
+        .await
+        .unwrap();
+    assert!(
+        turn.signals.as_ref().is_none_or(|s| s.is_empty()),
+        "the server kept no signal: {turn:?}"
+    );
 
     // The schema reads.
     let table = turnwise(base, None, &["schemas", "list"]).await;

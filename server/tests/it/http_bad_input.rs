@@ -306,6 +306,115 @@ async fn wrong_field_types_name_the_field() {
     assert_eq!(srv.api.snapshot("c-1").await, before, "nothing was written");
 }
 
+/// A negative number in any time or duration field is `400 invalid_request` naming the field,
+/// and nothing is written: an unsigned field is refused when the body is read, a time by the
+/// engine's range check (`turnwise::validate::Times`).
+#[tokio::test]
+async fn negative_times_and_durations_name_the_field() {
+    let (srv, task) = with_claimed_turn().await;
+    let l = lease(&task);
+    let before = srv.api.snapshot("c-1").await;
+    let schedule =
+        |spec: Value| json!({"workflow_id": "c-1", "name": "s", "spec": spec, "message": 1});
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "/v1/workflows/instances",
+            json!({"id": "c-9", "workflow_type": "counter", "version": "v1", "lease_ms": -1}),
+            "lease_ms",
+        ),
+        (
+            "/v1/workflows/turns/claim",
+            json!({"worker": "w", "workflows": [{"workflow_type": "counter", "version": "v1"}], "wait_ms": -1}),
+            "wait_ms",
+        ),
+        (
+            "/v1/workflows/turns/operation",
+            with(
+                &l,
+                json!({"position": 0, "key": "a", "kind": "step", "timeout_ms": -1}),
+            ),
+            "timeout_ms",
+        ),
+        (
+            "/v1/workflows/turns/operation",
+            with(
+                &l,
+                json!({"position": 0, "key": "a", "kind": "step", "timeout_ms": 1000, "heartbeat_timeout_ms": -1}),
+            ),
+            "heartbeat_timeout_ms",
+        ),
+        (
+            "/v1/workflows/turns/checkpoint",
+            with(
+                &l,
+                json!({"position": 0, "key": "nap", "kind": "sleep", "delay_ms": -1}),
+            ),
+            "delay_ms",
+        ),
+        (
+            "/v1/workflows/turns/wait-signal",
+            with(
+                &l,
+                json!({"position": 0, "key": "w", "name": "n", "timeout_ms": -1}),
+            ),
+            "timeout_ms",
+        ),
+        (
+            "/v1/workflows/turns/fail",
+            with(
+                &l,
+                json!({"error": "WorkflowWait: later", "retry_at_ms": -1}),
+            ),
+            "retry_at_ms",
+        ),
+        (
+            "/v1/workflows/schedules",
+            schedule(json!({"kind": "once", "at_ms": -1})),
+            "spec.at_ms",
+        ),
+        (
+            "/v1/workflows/schedules",
+            schedule(json!({"kind": "after", "delay_ms": -1})),
+            "spec.delay_ms",
+        ),
+        (
+            "/v1/workflows/schedules",
+            schedule(json!({"kind": "every", "every_ms": -1})),
+            "spec.every_ms",
+        ),
+        (
+            "/v1/workflows/schedules",
+            schedule(json!({"kind": "every", "every_ms": 60000, "anchor_ms": -1})),
+            "spec.anchor_ms",
+        ),
+    ];
+    for (path, body, param) in cases {
+        let e = srv
+            .api
+            .post(path, body.clone())
+            .await
+            .err(400, "invalid_request");
+        assert_eq!(e["param"], param, "{path} {body}: {e}");
+        assert!(
+            e["message"].as_str().unwrap().contains(param),
+            "the message names the field: {e}"
+        );
+    }
+    let e = srv
+        .api
+        .get("/v1/workflows/instances/turn?id=c-1&turn=1&wait_ms=-1")
+        .await
+        .err(400, "invalid_request");
+    assert_eq!(e["param"], "wait_ms", "{e}");
+    assert_eq!(srv.api.snapshot("c-1").await, before, "nothing was written");
+    let listed = srv.api.get("/v1/workflows/schedules?workflow_id=c-1").await;
+    assert_eq!(
+        listed.ok()["schedules"],
+        json!([]),
+        "no schedule was created"
+    );
+}
+
 #[tokio::test]
 async fn oversized_bodies_are_413() {
     let (srv, task) = with_claimed_turn().await;
@@ -629,6 +738,20 @@ async fn messages_and_signals_that_fail_their_schema_are_400() {
         .await
         .err(400, "schema_validation_failed");
     assert_eq!(e["param"], "value/approved");
+    // A name the schema does not declare is refused, listing the declared ones.
+    let e = api
+        .post(
+            "/v1/workflows/turns/signal",
+            json!({"workflow_id": "c-1", "turn": 1, "id": "s2", "name": "other", "value": "anything"}),
+        )
+        .await
+        .err(400, "invalid_request");
+    assert_eq!(e["param"], "name", "{e}");
+    let said = e["message"].as_str().unwrap();
+    assert!(
+        said.contains("`other`") && said.contains("it declares `approval`"),
+        "{e}"
+    );
     assert_eq!(api.snapshot("c-1").await, before, "nothing was written");
     assert_eq!(
         api.get("/v1/workflows/instances/turn?id=c-1&turn=1")
@@ -637,15 +760,8 @@ async fn messages_and_signals_that_fail_their_schema_are_400() {
         turn_before
     );
 
-    // Valid ones are admitted; an undeclared signal name and an unregistered type are not
-    // checked.
+    // Valid ones are admitted; an unregistered type is not checked.
     api.send("c-1", "m2", json!({"add": 3})).await;
-    api.post(
-        "/v1/workflows/turns/signal",
-        json!({"workflow_id": "c-1", "turn": 1, "id": "s2", "name": "other", "value": "anything"}),
-    )
-    .await
-    .ok();
     api.post(
         "/v1/workflows/turns/signal",
         json!({"workflow_id": "c-1", "turn": 1, "id": "s1", "name": "approval",

@@ -1,6 +1,6 @@
 //! A Rust worker registers its workflows' schemas (made by `#[workflow]`) with the server when it
 //! starts; the server then refuses messages and signals that do not match, naming the path, and
-//! writes nothing.
+//! signals of names the workflow does not accept, and writes nothing.
 
 use crate::common;
 
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use turnwise::http::Http;
 use turnwise::prelude::*;
-use turnwise::protocol::{InboxQuery, MessageRequest};
+use turnwise::protocol::{InboxQuery, MessageRequest, SignalRequest, TurnQuery};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 struct Count {
@@ -28,6 +28,68 @@ async fn counter(ctx: &mut Turn, state: Count, msg: Add) -> Result<Done<Count, u
     let add = ctx.step("add", move |_| async move { Ok(msg.add) }).await?;
     let total = state.count + add;
     Ok(Done::new(Count { count: total }).reply(total))
+}
+
+/// The signal the `review` workflow accepts.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, Signal)]
+#[signal(name = "approval")]
+struct Approval {
+    approved: bool,
+}
+
+#[workflow(name = "review", version = "v1", signals(Approval))]
+async fn review(ctx: &mut Turn, state: Count, _msg: Add) -> Result<Done<Count, bool>, TurnError> {
+    let answer = ctx
+        .wait_for_signal::<Approval>("review", Duration::from_secs(60))
+        .await?;
+    Ok(Done::new(state).reply(answer.is_some_and(|a| a.approved)))
+}
+
+/// Once a worker registered the workflow's schema, a signal whose name the workflow does not
+/// accept is refused (`400 invalid_request` on `name`, listing the accepted names) and nothing
+/// is kept; before, any name is taken, as from LBB workers, which register no schema.
+#[tokio::test]
+async fn a_signal_the_registered_schema_does_not_declare_is_refused() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let http = Http::connect(server.api.base.clone(), None).unwrap();
+    let handle = review.start(&http, "review-1").await.unwrap();
+    let turn = handle.send(Add { add: 1 }, "m1").await.unwrap().number;
+    let typo = |id: &str| SignalRequest {
+        workflow_id: "review-1".into(),
+        turn,
+        id: id.into(),
+        name: "aprove".into(),
+        value: json!({"approved": true}),
+    };
+    http.signal(typo("early"))
+        .await
+        .expect("no schema registered yet: any name is taken");
+
+    let worker = Worker::new(http.clone()).register(review);
+    assert_eq!(worker.register_schemas().await.unwrap(), 1);
+    let refused = http.signal(typo("late")).await.unwrap_err();
+    assert_eq!((refused.status(), refused.code()), (400, "invalid_request"));
+    assert_eq!(refused.param(), Some("name"), "{refused}");
+    let said = refused.to_string();
+    assert!(
+        said.contains("`aprove`") && said.contains("it declares `approval`"),
+        "the refusal lists the declared names: {said}"
+    );
+    handle
+        .signal(turn, Approval { approved: true }, "answer")
+        .await
+        .expect("a declared signal is taken");
+    let kept = http
+        .turn(TurnQuery {
+            id: "review-1".into(),
+            turn,
+        })
+        .await
+        .unwrap()
+        .signals
+        .unwrap_or_default();
+    let ids: Vec<&str> = kept.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["early", "answer"], "the refused signal was not kept");
 }
 
 #[tokio::test]
