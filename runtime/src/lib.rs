@@ -125,6 +125,9 @@
 //! | `http`   | no      | `Http`: the [`Backend`] over HTTP, a client of a turnwise server |
 //! | `macros` | yes     | `#[workflow]`, `#[step]` and `#[derive(Signal)]` |
 //! | `exact-numbers` | no | JSON numbers kept exactly as written (serde_json's `arbitrary_precision`, which then applies to the whole build; see "Numbers" in `docs/protocol.md`) |
+//! | `schema-validation` | yes | messages and signals admitted by the embedded engine checked against their workflow's registered JSON Schemas (the `jsonschema` crate) |
+//! | `postgres` | no | `store::PostgresStore`, `Engine::connect("postgres://…")` and transactional steps (`Turn::transact`): several processes on one database |
+//! | `test-util` | no | switches for turnwise's own crash tests (`Engine::hold_child_deliveries`); not for applications |
 
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -13,8 +13,6 @@
 //! dies between the two leaves the entry behind, and the first claim scan over the child's
 //! workflow (on any node sharing the store) finds the instance due and delivers it again.
 
-use std::sync::atomic::Ordering;
-
 use serde_json::{json, Value};
 
 use super::rules;
@@ -79,14 +77,24 @@ pub(super) fn queue_outcomes(inst: &mut InstanceRecord, turns: &[TurnRecord]) ->
 impl Engine {
     /// Hold back (or let go) the deliveries of child turns' outcomes made by this engine and
     /// its clones: the outcomes stay in their instances' outboxes. For crash tests, which kill
-    /// a process between a child's completion and the delivery; not for production use.
-    #[doc(hidden)]
+    /// a process between a child's completion and the delivery (feature `test-util`).
+    #[cfg(feature = "test-util")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
     pub fn hold_child_deliveries(&self, hold: bool) {
-        self.inner.hold_deliveries.store(hold, Ordering::SeqCst);
+        self.inner
+            .hold_deliveries
+            .store(hold, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Whether a test holds deliveries back; never without the `test-util` feature.
     fn deliveries_held(&self) -> bool {
-        self.inner.hold_deliveries.load(Ordering::SeqCst)
+        #[cfg(feature = "test-util")]
+        return self
+            .inner
+            .hold_deliveries
+            .load(std::sync::atomic::Ordering::SeqCst);
+        #[cfg(not(feature = "test-util"))]
+        false
     }
 
     /// Deliver instance `id`'s outbox right after the commit that filled it, before that

@@ -166,6 +166,7 @@ struct Inner {
     /// The instances claims are deciding on.
     claiming: claim::Claiming,
     /// Whether child outcomes stay in their outboxes (crash tests; see `children.rs`).
+    #[cfg(feature = "test-util")]
     hold_deliveries: std::sync::atomic::AtomicBool,
     /// The registered schema documents of the namespaces looked at.
     schemas: schemas::Schemas,
@@ -200,6 +201,7 @@ impl Engine {
             wakeups: wakeups::Wakeups::default(),
             claiming: claim::Claiming::default(),
             outcomes: outcomes::Outcomes::default(),
+            #[cfg(feature = "test-util")]
             hold_deliveries: std::sync::atomic::AtomicBool::new(false),
             schemas: schemas::Schemas::default(),
         };

@@ -10,6 +10,7 @@
 mod common;
 
 mod backend_routes;
+#[cfg(feature = "test-util")]
 mod child_crash;
 mod claim_wakeups;
 mod crash;

@@ -404,7 +404,7 @@ async fn children_started_together_are_awaited_one_by_one() {
 /// On PostgreSQL another node delivers: node A holds its deliveries (as if it died right after
 /// the child's commit); node B, which runs only the child's workflow, finds the outcome in the
 /// child's outbox through its claim scan and delivers it.
-#[cfg(feature = "postgres")]
+#[cfg(all(feature = "postgres", feature = "test-util"))]
 #[tokio::test]
 async fn on_postgres_another_node_delivers_an_outcome_left_behind() {
     use turnwise::clock::SystemClock;
