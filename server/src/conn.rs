@@ -376,7 +376,7 @@ fn refusal(status: StatusCode, message: &str) -> Vec<u8> {
         431 => "request_header_fields_too_large",
         _ => "invalid_request",
     };
-    let id = crate::request_id();
+    let id = crate::layers::request_id::generate();
     let body = ApiError::new(status, code, message).body(&id).to_string();
     tracing::info!(
         target: "turnwise_server::http",

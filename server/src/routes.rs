@@ -64,7 +64,7 @@ pub(crate) fn routes() -> Router<AppState> {
         router.route(route.path(), handler(route))
     });
     offered
-        // For load balancers and orchestrators: no token, no namespace (see `crate::is_probe`).
+        // For load balancers and orchestrators: no token, no namespace (see `layers::is_probe`).
         .route(HEALTHZ, get(healthz))
         .route(READYZ, get(readyz))
         .route(METRICS, get(metrics))

@@ -30,6 +30,7 @@ use sha2::{Digest, Sha256};
 
 use super::forms::FormData;
 use super::Fail;
+use crate::layers::constant_time_eq;
 use crate::AppState;
 
 /// The session cookie a login sets (a digest of the token, not the token).
@@ -73,10 +74,9 @@ fn authorized(expected: Option<&str>, headers: &HeaderMap) -> bool {
         .and_then(|v| v.trim().split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, t)| t.trim());
-    let by_header =
-        bearer.is_some_and(|t| crate::constant_time_eq(t.as_bytes(), expected.as_bytes()));
+    let by_header = bearer.is_some_and(|t| constant_time_eq(t.as_bytes(), expected.as_bytes()));
     let by_cookie = cookie(headers, TOKEN_COOKIE)
-        .is_some_and(|t| crate::constant_time_eq(t.as_bytes(), session_value(expected).as_bytes()));
+        .is_some_and(|t| constant_time_eq(t.as_bytes(), session_value(expected).as_bytes()));
     by_header || by_cookie
 }
 
@@ -199,7 +199,7 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
 pub fn check_csrf(headers: &HeaderMap, form: &FormData) -> Result<(), Fail> {
     let given = form.get(CSRF_FIELD).unwrap_or("");
     let expected = cookie(headers, CSRF_COOKIE).unwrap_or("");
-    if expected.is_empty() || !crate::constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+    if expected.is_empty() || !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
         return Err(Fail::new(
             StatusCode::FORBIDDEN,
             "the form's CSRF token does not match this browser's: reload the page and submit \
@@ -213,7 +213,7 @@ pub fn check_csrf(headers: &HeaderMap, form: &FormData) -> Result<(), Fail> {
 /// when the request came over HTTPS).
 pub fn login_cookie(expected: Option<&str>, given: &str, secure: bool) -> Option<String> {
     let expected = expected?;
-    crate::constant_time_eq(given.trim().as_bytes(), expected.as_bytes()).then(|| {
+    constant_time_eq(given.trim().as_bytes(), expected.as_bytes()).then(|| {
         format!(
             "{TOKEN_COOKIE}={}; Path=/console; HttpOnly; SameSite=Strict{}",
             session_value(expected),
