@@ -11,6 +11,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 use turnwise::{EngineConfig, Limits};
+use turnwise_server::{
+    DEFAULT_BODY_LIMIT, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 
 /// The `--help` text that says where the settings come from.
 pub const PRECEDENCE: &str = "\
@@ -38,6 +42,14 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// The format's name, as `--log-format` takes it.
+    fn name(self) -> String {
+        clap::ValueEnum::to_possible_value(&self)
+            .map_or_else(String::new, |v| v.get_name().to_owned())
+    }
+}
+
 /// The flags of `turnwise serve`. Each is optional here: what is missing comes from the
 /// environment (clap reads the variables), then the file, then the default.
 #[derive(clap::Args)]
@@ -56,9 +68,10 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     db: Option<String>,
-    /// The address to listen on [default: 127.0.0.1:7400]. A non-loopback address needs an
-    /// API token.
-    #[arg(long, value_name = "ADDR:PORT", env = "TURNWISE_BIND")]
+    #[arg(long, value_name = "ADDR:PORT", env = "TURNWISE_BIND", help = format!(
+        "The address to listen on [default: {DEFAULT_BIND}]. A non-loopback address needs an \
+         API token"
+    ))]
     bind: Option<String>,
     /// Serve `GET /metrics` (Prometheus) on a listener of its own at this address, without the
     /// token; a non-loopback address needs an API token, as --bind does. Without it, /metrics
@@ -73,41 +86,59 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     api_token: Option<String>,
-    /// The largest request body in bytes [default: 1048576].
     #[arg(long, value_name = "BYTES", env = "TURNWISE_BODY_LIMIT",
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(1..),
+          help = format!("The largest request body in bytes [default: {DEFAULT_BODY_LIMIT}]"))]
     body_limit: Option<u64>,
-    /// Close a connection that takes longer than this to send a request head (seconds)
-    /// [default: 10].
-    #[arg(long, value_name = "SECS", env = "TURNWISE_HEADER_READ_TIMEOUT", value_parser = seconds)]
+    #[arg(long, value_name = "SECS", env = "TURNWISE_HEADER_READ_TIMEOUT", value_parser = seconds,
+          help = format!(
+              "Close a connection that takes longer than this to send a request head (seconds) \
+               [default: {}]",
+              DEFAULT_HEADER_READ_TIMEOUT.as_secs()
+          ))]
     header_read_timeout: Option<Duration>,
-    /// Refuse with 408 a request body that takes longer than this to arrive (seconds)
-    /// [default: 30].
-    #[arg(long, value_name = "SECS", env = "TURNWISE_BODY_READ_TIMEOUT", value_parser = seconds)]
+    #[arg(long, value_name = "SECS", env = "TURNWISE_BODY_READ_TIMEOUT", value_parser = seconds,
+          help = format!(
+              "Refuse with 408 a request body that takes longer than this to arrive (seconds) \
+               [default: {}]",
+              DEFAULT_BODY_READ_TIMEOUT.as_secs()
+          ))]
     body_read_timeout: Option<Duration>,
-    /// Close a kept-alive connection idle for this long (seconds) [default: 60].
-    #[arg(long, value_name = "SECS", env = "TURNWISE_IDLE_TIMEOUT", value_parser = seconds)]
+    #[arg(long, value_name = "SECS", env = "TURNWISE_IDLE_TIMEOUT", value_parser = seconds,
+          help = format!(
+              "Close a kept-alive connection idle for this long (seconds) [default: {}]",
+              DEFAULT_IDLE_TIMEOUT.as_secs()
+          ))]
     idle_timeout: Option<Duration>,
-    /// Serve at most this many connections at once; more wait until one closes
-    /// [default: 1024].
     #[arg(long, value_name = "N", env = "TURNWISE_MAX_CONNECTIONS",
-          value_parser = clap::value_parser!(u64).range(1..u32::MAX as u64))]
+          value_parser = clap::value_parser!(u64).range(1..u32::MAX as u64),
+          help = format!(
+              "Serve at most this many connections at once; more wait until one closes \
+               [default: {DEFAULT_MAX_CONNECTIONS}]"
+          ))]
     max_connections: Option<u64>,
-    /// The log lines on stderr: `text`, or `json` (one JSON object a line) [default: text].
-    #[arg(long, value_name = "FORMAT", env = "TURNWISE_LOG_FORMAT")]
+    #[arg(long, value_name = "FORMAT", env = "TURNWISE_LOG_FORMAT", help = format!(
+        "The log lines on stderr: `text`, or `json` (one JSON object a line) [default: {}]",
+        LogFormat::default().name()
+    ))]
     log_format: Option<LogFormat>,
-    /// History retention: each instance keeps at least its newest N finished turns
-    /// [default: 256]. 0 keeps every turn. Also read from LBB_WORKFLOW_HISTORY_KEEP_TURNS.
-    #[arg(long, value_name = "N", env = "TURNWISE_HISTORY_KEEP_TURNS")]
+    #[arg(long, value_name = "N", env = "TURNWISE_HISTORY_KEEP_TURNS", help = format!(
+        "History retention: each instance keeps at least its newest N finished turns \
+         [default: {}]. 0 keeps every turn. Also read from {LBB_KEEP_TURNS}",
+        EngineConfig::default().retention.keep_turns
+    ))]
     history_keep_turns: Option<u64>,
-    /// History retention: turns finished within this many milliseconds are kept whatever
-    /// their number [default: 86400000, a day]. 0 keeps every turn. Also read from
-    /// LBB_WORKFLOW_HISTORY_KEEP_MS.
-    #[arg(long, value_name = "MS", env = "TURNWISE_HISTORY_KEEP_MS")]
+    #[arg(long, value_name = "MS", env = "TURNWISE_HISTORY_KEEP_MS", help = format!(
+        "History retention: turns finished within this many milliseconds are kept whatever \
+         their number [default: {}, a day]. 0 keeps every turn. Also read from {LBB_KEEP_MS}",
+        EngineConfig::default().retention.keep_for.as_millis()
+    ))]
     history_keep_ms: Option<u64>,
-    /// Run retention: run summaries (the runs routes) are kept this many milliseconds after
-    /// their run ended [default: 2592000000, 30 days]. 0 keeps every run.
-    #[arg(long, value_name = "MS", env = "TURNWISE_RUN_KEEP_MS")]
+    #[arg(long, value_name = "MS", env = "TURNWISE_RUN_KEEP_MS", help = format!(
+        "Run retention: run summaries (the runs routes) are kept this many milliseconds after \
+         their run ended [default: {}, 30 days]. 0 keeps every run",
+        EngineConfig::default().run_retention.as_millis()
+    ))]
     run_keep_ms: Option<u64>,
     #[command(
         flatten,
@@ -116,45 +147,190 @@ pub struct ServeArgs {
     limits: LimitArgs,
 }
 
-/// The engine's size and count limits as flags; each default is the protocol's.
-#[derive(clap::Args)]
-struct LimitArgs {
-    /// Steps (sleeps and signal waits included) per turn [default: 64].
-    #[arg(long, value_name = "N", env = "TURNWISE_LIMIT_STEPS_PER_TURN", value_parser = positive)]
-    limit_steps_per_turn: Option<usize>,
-    /// Bytes of an instance's saved state, as compact JSON [default: 65536].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_STATE_BYTES", value_parser = positive)]
-    limit_state_bytes: Option<usize>,
-    /// Bytes of one step's output [default: 65536].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_OUTPUT_BYTES", value_parser = positive)]
-    limit_output_bytes: Option<usize>,
-    /// Bytes of one turn's reply [default: 65536].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_RESULT_BYTES", value_parser = positive)]
-    limit_result_bytes: Option<usize>,
-    /// Bytes of one message or continuation [default: 32768].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_MESSAGE_BYTES", value_parser = positive)]
-    limit_message_bytes: Option<usize>,
-    /// Bytes of one stored turn with its steps, signals and reply [default: 262144].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_TURN_BYTES", value_parser = positive)]
-    limit_turn_bytes: Option<usize>,
-    /// Unfinished turns per instance [default: 128].
-    #[arg(long, value_name = "N", env = "TURNWISE_LIMIT_PENDING_MESSAGES", value_parser = positive)]
-    limit_pending_messages: Option<usize>,
-    /// Signals delivered to one turn [default: 64].
-    #[arg(long, value_name = "N", env = "TURNWISE_LIMIT_SIGNALS_PER_TURN", value_parser = positive)]
-    limit_signals_per_turn: Option<usize>,
-    /// Bytes of one signal value [default: 32768].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_SIGNAL_BYTES", value_parser = positive)]
-    limit_signal_bytes: Option<usize>,
-    /// Bytes of a step's progress details [default: 8192].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_DETAILS_BYTES", value_parser = positive)]
-    limit_details_bytes: Option<usize>,
-    /// Bytes of a resume cursor [default: 32768].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_CHECKPOINT_BYTES", value_parser = positive)]
-    limit_checkpoint_bytes: Option<usize>,
-    /// Bytes of a message origin [default: 1024].
-    #[arg(long, value_name = "BYTES", env = "TURNWISE_LIMIT_ORIGIN_BYTES", value_parser = positive)]
-    limit_origin_bytes: Option<usize>,
+/// One of the engine's limits as a setting: its flag (also its `--config` key), its environment
+/// variable, its help (to which the default is added, from [`Limits::default`]), and where its
+/// value is read from the file and written in [`Limits`].
+struct LimitSetting {
+    key: &'static str,
+    env: &'static str,
+    value_name: &'static str,
+    help: &'static str,
+    file: fn(&FileConfig) -> Option<u64>,
+    field: fn(&mut Limits) -> &mut usize,
+}
+
+/// The engine's size and count limits, in the order of `--help`; each default is the
+/// protocol's.
+const LIMIT_SETTINGS: [LimitSetting; 12] = [
+    LimitSetting {
+        key: "limit-steps-per-turn",
+        env: "TURNWISE_LIMIT_STEPS_PER_TURN",
+        value_name: "N",
+        help: "Steps (sleeps and signal waits included) per turn",
+        file: |f| f.limit_steps_per_turn,
+        field: |l| &mut l.steps_per_turn,
+    },
+    LimitSetting {
+        key: "limit-state-bytes",
+        env: "TURNWISE_LIMIT_STATE_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of an instance's saved state, as compact JSON",
+        file: |f| f.limit_state_bytes,
+        field: |l| &mut l.state_bytes,
+    },
+    LimitSetting {
+        key: "limit-output-bytes",
+        env: "TURNWISE_LIMIT_OUTPUT_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of one step's output",
+        file: |f| f.limit_output_bytes,
+        field: |l| &mut l.output_bytes,
+    },
+    LimitSetting {
+        key: "limit-result-bytes",
+        env: "TURNWISE_LIMIT_RESULT_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of one turn's reply",
+        file: |f| f.limit_result_bytes,
+        field: |l| &mut l.result_bytes,
+    },
+    LimitSetting {
+        key: "limit-message-bytes",
+        env: "TURNWISE_LIMIT_MESSAGE_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of one message or continuation",
+        file: |f| f.limit_message_bytes,
+        field: |l| &mut l.message_bytes,
+    },
+    LimitSetting {
+        key: "limit-turn-bytes",
+        env: "TURNWISE_LIMIT_TURN_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of one stored turn with its steps, signals and reply",
+        file: |f| f.limit_turn_bytes,
+        field: |l| &mut l.turn_bytes,
+    },
+    LimitSetting {
+        key: "limit-pending-messages",
+        env: "TURNWISE_LIMIT_PENDING_MESSAGES",
+        value_name: "N",
+        help: "Unfinished turns per instance",
+        file: |f| f.limit_pending_messages,
+        field: |l| &mut l.pending_messages,
+    },
+    LimitSetting {
+        key: "limit-signals-per-turn",
+        env: "TURNWISE_LIMIT_SIGNALS_PER_TURN",
+        value_name: "N",
+        help: "Signals delivered to one turn",
+        file: |f| f.limit_signals_per_turn,
+        field: |l| &mut l.signals_per_turn,
+    },
+    LimitSetting {
+        key: "limit-signal-bytes",
+        env: "TURNWISE_LIMIT_SIGNAL_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of one signal value",
+        file: |f| f.limit_signal_bytes,
+        field: |l| &mut l.signal_bytes,
+    },
+    LimitSetting {
+        key: "limit-details-bytes",
+        env: "TURNWISE_LIMIT_DETAILS_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of a step's progress details",
+        file: |f| f.limit_details_bytes,
+        field: |l| &mut l.details_bytes,
+    },
+    LimitSetting {
+        key: "limit-checkpoint-bytes",
+        env: "TURNWISE_LIMIT_CHECKPOINT_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of a resume cursor",
+        file: |f| f.limit_checkpoint_bytes,
+        field: |l| &mut l.checkpoint_bytes,
+    },
+    LimitSetting {
+        key: "limit-origin-bytes",
+        env: "TURNWISE_LIMIT_ORIGIN_BYTES",
+        value_name: "BYTES",
+        help: "Bytes of a message origin",
+        file: |f| f.limit_origin_bytes,
+        field: |l| &mut l.origin_bytes,
+    },
+];
+
+impl LimitSetting {
+    /// The flag, with its environment variable and its default in the help.
+    fn arg(&self, defaults: &mut Limits) -> clap::Arg {
+        let default = *(self.field)(defaults);
+        clap::Arg::new(self.key)
+            .long(self.key)
+            .value_name(self.value_name)
+            .env(self.env)
+            .value_parser(positive)
+            .action(clap::ArgAction::Set)
+            .help(format!("{} [default: {default}]", self.help))
+    }
+}
+
+/// The limits given as flags (or their variables), in the order of [`LIMIT_SETTINGS`].
+#[derive(Clone, Default)]
+struct LimitArgs([Option<usize>; LIMIT_SETTINGS.len()]);
+
+impl clap::FromArgMatches for LimitArgs {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut args = Self::default();
+        args.update_from_arg_matches(matches)?;
+        Ok(args)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for (value, setting) in self.0.iter_mut().zip(&LIMIT_SETTINGS) {
+            if let Some(n) = matches.get_one::<usize>(setting.key) {
+                *value = Some(*n);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl clap::Args for LimitArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        let mut defaults = Limits::default();
+        LIMIT_SETTINGS
+            .iter()
+            .fold(cmd, |cmd, setting| cmd.arg(setting.arg(&mut defaults)))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// The limits, each from its flag (or variable), else the file, else its default.
+fn resolve_limits(
+    flags: &LimitArgs,
+    file: &FileConfig,
+    in_file: impl Fn(&str) -> String,
+) -> Result<Limits, String> {
+    let mut limits = Limits::default();
+    for (setting, flag) in LIMIT_SETTINGS.iter().zip(flags.0) {
+        let value = (setting.field)(&mut limits);
+        match (flag, (setting.file)(file)) {
+            (Some(n), _) => *value = n,
+            (None, Some(n)) => {
+                *value = usize::try_from(n).map_err(|_| {
+                    format!(
+                        "{}: {n} is too large for this machine",
+                        in_file(setting.key)
+                    )
+                })?
+            }
+            (None, None) => {}
+        }
+    }
+    Ok(limits)
 }
 
 /// The `--config` file: every key optional, named as its flag; any other key is an error.
@@ -235,7 +411,7 @@ impl Settings {
     /// Combine the flags and environment (in `args`), the file they name and the defaults.
     /// The error says which setting was wrong and where it came from.
     pub fn resolve(args: ServeArgs) -> Result<Self, String> {
-        let file = match &args.config {
+        let mut file = match &args.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
@@ -244,13 +420,13 @@ impl Settings {
             None => format!("`{key}`"),
         };
 
-        let db = args.db.or(file.db).ok_or_else(|| {
+        let db = args.db.or(file.db.take()).ok_or_else(|| {
             "no database: give --db FILE|URL, set TURNWISE_DB, or set `db` in the --config file"
                 .to_owned()
         })?;
         let api_token = args
             .api_token
-            .or(file.api_token)
+            .or(file.api_token.take())
             .filter(|t| !t.trim().is_empty());
 
         let defaults = EngineConfig::default();
@@ -270,126 +446,45 @@ impl Settings {
             .or(file.run_keep_ms)
             .map_or(defaults.run_retention, Duration::from_millis);
 
-        let l = args.limits;
-        let size = |flag: Option<usize>, file: Option<u64>, key: &str, default: usize| match flag {
-            Some(n) => Ok(n),
-            None => file.map_or(Ok(default), |n| {
-                usize::try_from(n)
-                    .map_err(|_| format!("{}: {n} is too large for this machine", in_file(key)))
-            }),
-        };
-        let d = Limits::default();
-        let limits = &mut engine.limits;
-        limits.steps_per_turn = size(
-            l.limit_steps_per_turn,
-            file.limit_steps_per_turn,
-            "limit-steps-per-turn",
-            d.steps_per_turn,
-        )?;
-        limits.state_bytes = size(
-            l.limit_state_bytes,
-            file.limit_state_bytes,
-            "limit-state-bytes",
-            d.state_bytes,
-        )?;
-        limits.output_bytes = size(
-            l.limit_output_bytes,
-            file.limit_output_bytes,
-            "limit-output-bytes",
-            d.output_bytes,
-        )?;
-        limits.result_bytes = size(
-            l.limit_result_bytes,
-            file.limit_result_bytes,
-            "limit-result-bytes",
-            d.result_bytes,
-        )?;
-        limits.message_bytes = size(
-            l.limit_message_bytes,
-            file.limit_message_bytes,
-            "limit-message-bytes",
-            d.message_bytes,
-        )?;
-        limits.turn_bytes = size(
-            l.limit_turn_bytes,
-            file.limit_turn_bytes,
-            "limit-turn-bytes",
-            d.turn_bytes,
-        )?;
-        limits.pending_messages = size(
-            l.limit_pending_messages,
-            file.limit_pending_messages,
-            "limit-pending-messages",
-            d.pending_messages,
-        )?;
-        limits.signals_per_turn = size(
-            l.limit_signals_per_turn,
-            file.limit_signals_per_turn,
-            "limit-signals-per-turn",
-            d.signals_per_turn,
-        )?;
-        limits.signal_bytes = size(
-            l.limit_signal_bytes,
-            file.limit_signal_bytes,
-            "limit-signal-bytes",
-            d.signal_bytes,
-        )?;
-        limits.details_bytes = size(
-            l.limit_details_bytes,
-            file.limit_details_bytes,
-            "limit-details-bytes",
-            d.details_bytes,
-        )?;
-        limits.checkpoint_bytes = size(
-            l.limit_checkpoint_bytes,
-            file.limit_checkpoint_bytes,
-            "limit-checkpoint-bytes",
-            d.checkpoint_bytes,
-        )?;
-        limits.origin_bytes = size(
-            l.limit_origin_bytes,
-            file.limit_origin_bytes,
-            "limit-origin-bytes",
-            d.origin_bytes,
-        )?;
+        engine.limits = resolve_limits(&args.limits, &file, &in_file)?;
 
-        let body_limit = args.body_limit.or(file.body_limit).map_or(
-            Ok(turnwise_server::DEFAULT_BODY_LIMIT),
-            |n| {
-                usize::try_from(n).map_err(|_| {
-                    format!(
-                        "--body-limit or {}: {n} is too large",
-                        in_file("body-limit")
-                    )
-                })
-            },
-        )?;
+        let body_limit =
+            args.body_limit
+                .or(file.body_limit)
+                .map_or(Ok(DEFAULT_BODY_LIMIT), |n| {
+                    usize::try_from(n).map_err(|_| {
+                        format!(
+                            "--body-limit or {}: {n} is too large",
+                            in_file("body-limit")
+                        )
+                    })
+                })?;
         Ok(Self {
             db,
             bind: args
                 .bind
-                .or(file.bind)
+                .or(file.bind.take())
                 .unwrap_or_else(|| DEFAULT_BIND.to_owned()),
-            metrics_bind: args.metrics_bind.or(file.metrics_bind),
+            metrics_bind: args.metrics_bind.or(file.metrics_bind.take()),
             api_token,
             body_limit,
             header_read_timeout: args
                 .header_read_timeout
                 .or(file.header_read_timeout)
-                .unwrap_or(Duration::from_secs(10)),
+                .unwrap_or(DEFAULT_HEADER_READ_TIMEOUT),
             body_read_timeout: args
                 .body_read_timeout
                 .or(file.body_read_timeout)
-                .unwrap_or(Duration::from_secs(30)),
+                .unwrap_or(DEFAULT_BODY_READ_TIMEOUT),
             idle_timeout: args
                 .idle_timeout
                 .or(file.idle_timeout)
-                .unwrap_or(Duration::from_secs(60)),
+                .unwrap_or(DEFAULT_IDLE_TIMEOUT),
             // At most u32::MAX - 1 by both parsers.
             max_connections: args
                 .max_connections
                 .or(file.max_connections)
-                .map_or(turnwise_server::DEFAULT_MAX_CONNECTIONS, |n| n as usize),
+                .map_or(DEFAULT_MAX_CONNECTIONS, |n| n as usize),
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             engine,
         })
