@@ -431,18 +431,12 @@ fn form_errors(message: Option<&str>) -> Markup {
     }
 }
 
+/// The instance page: its header and live summary, then one section per job (see the
+/// `instance_*` functions below, in the page's order).
 pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Markup {
     let inst = &v.instance;
-    let head = inst.current_turn.as_deref();
     let now = v.now_ms;
     let id = inst.id.as_str();
-    let msg_schema = v.schema.as_ref().map_or(Value::Null, |d| d.message.clone());
-    let (msg_value, msg_errors, msg_message) = pending.for_target("message");
-    let waited = head.and_then(waiting_signal).map(|(n, _)| n);
-    let mut entries: Vec<&InboxMessage> = v.queue.messages.iter().collect();
-    if v.newest_first {
-        entries.reverse();
-    }
     layout(
         Some(frame),
         &format!("Instance {id}"),
@@ -452,132 +446,192 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
             section id="live-section" data-live=(url(super::LIVE, &[("id", id)])) {
                 (live(inst, now))
             }
-            section.actions {
-                h2 { "Actions" }
-                @if inst.status == InstanceStatus::Paused {
-                    (control_button(frame, id, "resume", None, "Resume", "Resume this instance?"))
-                } @else {
-                    (control_button(frame, id, "pause", None, "Pause", "Pause this instance? No turn is claimed until it is resumed."))
-                }
-                @if let Some(t) = head {
-                    @if t.status == TurnStatus::Failed {
-                        (control_button(frame, id, "retry", Some(t.number), "Retry turn", "Run the failed turn again?"))
-                        (control_button(frame, id, "skip", Some(t.number), "Skip turn", "Move the failed turn to history and go on?"))
-                    }
-                    @if !t.status.is_outcome() {
-                        (control_button(frame, id, "cancel_turn", Some(t.number), "Cancel turn", "Cancel this turn? State is left unchanged."))
-                    }
-                    @if t.wait.is_some() || (t.status == TurnStatus::Queued && t.ready_at_ms > now) {
-                        (control_button(frame, id, "wake", None, "Wake", "Make the waiting turn ready now?"))
-                    }
-                }
-                form.inline.control method="post" action="/console/delete" data-confirm=(format!("Delete {id} with its inbox and history? This cannot be undone.")) {
-                    (csrf_field(frame))
-                    input type="hidden" name="workflow_id" value=(id);
-                    button.danger type="submit" data-action="delete" { "Delete" }
-                }
-            }
-            @if let (Some(t), Some(doc)) = (head, v.schema.as_ref()) {
-                @for (name, schema) in &doc.signals {
-                    @let (sv, se, sm) = pending.for_target(&format!("signal:{name}"));
-                    @let field = Field::from_schema(schema);
-                    section.signal {
-                        h2 { @if waited.as_deref() == Some(name.as_str()) { "Respond: " } @else { "Send a signal: " } code { (name) } " to turn " (t.number) }
-                        form.generated method="post" action="/console/signal" novalidate data-signal=(name) {
-                            (csrf_field(frame))
-                            input type="hidden" name="workflow_id" value=(id);
-                            input type="hidden" name="turn" value=(t.number);
-                            input type="hidden" name="name" value=(name);
-                            (form_errors(sm))
-                            (forms::render(&field, forms::ROOT, "Signal value", sv, &se))
-                            label.idem { "Signal id " input name="signal_id" value=(generated_id("sig")); }
-                            button type="submit" { "Send signal" }
-                        }
-                    }
-                }
-            }
-            section.message {
-                h2 { "Send message" }
-                form.generated id="message-form" method="post" action="/console/message" novalidate {
-                    (csrf_field(frame))
-                    input type="hidden" name="workflow_id" value=(id);
-                    (form_errors(msg_message))
-                    (forms::render(&Field::from_schema(&msg_schema), forms::ROOT, "Message", msg_value, &msg_errors))
-                    label.idem { "Message id " input name="message_id" value=(generated_id("msg")); }
-                    label.idem { "Note " input name="note" placeholder="optional, kept in the origin"; }
-                    button type="submit" { "Send message" }
-                }
-            }
+            (instance_actions(frame, inst, now))
+            (instance_signals(frame, v, pending))
+            (instance_message(frame, v, pending))
             section id="state" {
                 h2 { "State" }
                 (json_block(&inst.state))
             }
-            section id="queue" {
-                h2 { "Queue" }
-                p { @if v.newest_first { a href=(instance_link(id)) { "oldest first" } " · newest first" }
-                    @else { "oldest first · " a href=(url("/console/instance", &[("id", id), ("queue", "newest")])) { "newest first" } } }
-                @if entries.is_empty() { p.muted { "Empty." } }
-                table.list {
-                    thead { tr { th { "Turn" } th { "Message id" } th { "Status" } th { "Origin" } th { "Age" } th { "Size" } th { "Payload" } } }
-                    tbody {
-                        @for m in entries {
-                            tr {
-                                td { (m.turn) } td { code { (m.message_id) } }
-                                td { (status_badge(m.status.as_str())) }
-                                td { (m.origin.as_ref().map_or("—", |o| o.kind.as_str())) }
-                                td { (duration(now - m.received_at_ms)) }
-                                td { (m.message_bytes) " B" }
-                                td { details.payload data-src=(url("/console/instance/payload", &[("id", id), ("turn", &m.turn.to_string())])) {
-                                    summary { "open" }
-                                    a href=(url("/console/instance/payload", &[("id", id), ("turn", &m.turn.to_string())])) { "view the message" }
-                                } }
-                            }
-                        }
-                    }
-                }
-            }
-            section id="turns" {
-                h2 { "Turns" }
-                @if v.turns.is_empty() { p.muted { "No finished turn yet." } }
-                @for t in &v.turns { (turn_view(t)) }
-                p.paging {
-                    @if let Some(n) = v.newer { a href=(url("/console/instance", &[("id", id), ("before", &n.to_string())])) { "← newer" } " " }
-                    @if let Some(o) = v.older { a href=(url("/console/instance", &[("id", id), ("before", &o.to_string())])) { "older →" } }
-                }
-            }
-            section id="runs" {
-                h2 { "Runs" }
-                p.help { "Every attempt of every turn, newest first: a retry is a new run; a turn that sleeps or waits for a signal keeps its run, which resumes." }
-                @if v.runs.runs.is_empty() { p.muted { @if v.runs_later { "No older run." } @else { "No run yet." } } }
-                @else {
-                    table.list {
-                        thead { tr { th { "Run" } th { "Turn" } th { "Attempt" } th { "Origin" } th { "Started" } th { "Took" } th { "Outcome" } th { "Turn after" } th { "Inbox before → after" } th { "Finished" } th { "Usage" } th { "Error" } } }
-                        tbody {
-                            @for r in &v.runs.runs {
-                                tr.run data-run=(r.id) data-turn=(r.turn) data-attempt=(r.attempt) data-outcome=(r.outcome.as_str()) {
-                                    td { a href=(run_link(&r.id)) { code { (r.id) } } }
-                                    td { (r.turn) } td { (r.attempt) }
-                                    td { (r.origin.as_ref().map_or("—", |o| o.kind.as_str())) }
-                                    td { (when(r.started_at_ms, now)) }
-                                    td { (duration(r.ended_at_ms - r.started_at_ms)) }
-                                    td { (status_badge(r.outcome.as_str())) }
-                                    td { (status_badge(r.turn_status.as_str())) }
-                                    td { (r.queue_before) " → " (r.queue_after) }
-                                    td { @if let Some(f) = &r.finished { (finished(f)) } @else { "—" } }
-                                    td { @if let Some(u) = &r.usage { (usage(u)) } }
-                                    td { @if let Some(e) = &r.error { span.error { (e) } } }
-                                }
-                            }
-                        }
-                    }
-                }
-                p.paging {
-                    @if v.runs_later { a href=(url("/console/instance", &[("id", id)])) { "← newest runs" } " " }
-                    @if let Some(c) = &v.runs.next_cursor { a rel="next" href=(url("/console/instance", &[("id", id), ("runs", c)])) { "older runs →" } }
-                }
-            }
+            (instance_queue(v))
+            (instance_turns(v))
+            (instance_runs(v))
         },
     )
+}
+
+/// The instance's controls: pause or resume, what its current turn allows, and delete.
+fn instance_actions(frame: &Frame, inst: &WorkflowInstance, now: i64) -> Markup {
+    let id = inst.id.as_str();
+    html! {
+        section.actions {
+            h2 { "Actions" }
+            @if inst.status == InstanceStatus::Paused {
+                (control_button(frame, id, "resume", None, "Resume", "Resume this instance?"))
+            } @else {
+                (control_button(frame, id, "pause", None, "Pause", "Pause this instance? No turn is claimed until it is resumed."))
+            }
+            @if let Some(t) = inst.current_turn.as_deref() {
+                @if t.status == TurnStatus::Failed {
+                    (control_button(frame, id, "retry", Some(t.number), "Retry turn", "Run the failed turn again?"))
+                    (control_button(frame, id, "skip", Some(t.number), "Skip turn", "Move the failed turn to history and go on?"))
+                }
+                @if !t.status.is_outcome() {
+                    (control_button(frame, id, "cancel_turn", Some(t.number), "Cancel turn", "Cancel this turn? State is left unchanged."))
+                }
+                @if t.wait.is_some() || (t.status == TurnStatus::Queued && t.ready_at_ms > now) {
+                    (control_button(frame, id, "wake", None, "Wake", "Make the waiting turn ready now?"))
+                }
+            }
+            form.inline.control method="post" action="/console/delete" data-confirm=(format!("Delete {id} with its inbox and history? This cannot be undone.")) {
+                (csrf_field(frame))
+                input type="hidden" name="workflow_id" value=(id);
+                button.danger type="submit" data-action="delete" { "Delete" }
+            }
+        }
+    }
+}
+
+/// One form per signal of the instance's schema, to its current turn ("Respond" for the one
+/// the turn waits for).
+fn instance_signals(frame: &Frame, v: &InstanceView, pending: &Pending) -> Markup {
+    let inst = &v.instance;
+    let id = inst.id.as_str();
+    let head = inst.current_turn.as_deref();
+    let waited = head.and_then(waiting_signal).map(|(n, _)| n);
+    html! {
+        @if let (Some(t), Some(doc)) = (head, v.schema.as_ref()) {
+            @for (name, schema) in &doc.signals {
+                @let (sv, se, sm) = pending.for_target(&format!("signal:{name}"));
+                @let field = Field::from_schema(schema);
+                section.signal {
+                    h2 { @if waited.as_deref() == Some(name.as_str()) { "Respond: " } @else { "Send a signal: " } code { (name) } " to turn " (t.number) }
+                    form.generated method="post" action="/console/signal" novalidate data-signal=(name) {
+                        (csrf_field(frame))
+                        input type="hidden" name="workflow_id" value=(id);
+                        input type="hidden" name="turn" value=(t.number);
+                        input type="hidden" name="name" value=(name);
+                        (form_errors(sm))
+                        (forms::render(&field, forms::ROOT, "Signal value", sv, &se))
+                        label.idem { "Signal id " input name="signal_id" value=(generated_id("sig")); }
+                        button type="submit" { "Send signal" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The form of a message, generated from the instance's message schema.
+fn instance_message(frame: &Frame, v: &InstanceView, pending: &Pending) -> Markup {
+    let id = v.instance.id.as_str();
+    let msg_schema = v.schema.as_ref().map_or(Value::Null, |d| d.message.clone());
+    let (msg_value, msg_errors, msg_message) = pending.for_target("message");
+    html! {
+        section.message {
+            h2 { "Send message" }
+            form.generated id="message-form" method="post" action="/console/message" novalidate {
+                (csrf_field(frame))
+                input type="hidden" name="workflow_id" value=(id);
+                (form_errors(msg_message))
+                (forms::render(&Field::from_schema(&msg_schema), forms::ROOT, "Message", msg_value, &msg_errors))
+                label.idem { "Message id " input name="message_id" value=(generated_id("msg")); }
+                label.idem { "Note " input name="note" placeholder="optional, kept in the origin"; }
+                button type="submit" { "Send message" }
+            }
+        }
+    }
+}
+
+/// The instance's inbox, oldest or newest first, each message's payload behind a link.
+fn instance_queue(v: &InstanceView) -> Markup {
+    let id = v.instance.id.as_str();
+    let now = v.now_ms;
+    let mut entries: Vec<&InboxMessage> = v.queue.messages.iter().collect();
+    if v.newest_first {
+        entries.reverse();
+    }
+    html! {
+        section id="queue" {
+            h2 { "Queue" }
+            p { @if v.newest_first { a href=(instance_link(id)) { "oldest first" } " · newest first" }
+                @else { "oldest first · " a href=(url("/console/instance", &[("id", id), ("queue", "newest")])) { "newest first" } } }
+            @if entries.is_empty() { p.muted { "Empty." } }
+            table.list {
+                thead { tr { th { "Turn" } th { "Message id" } th { "Status" } th { "Origin" } th { "Age" } th { "Size" } th { "Payload" } } }
+                tbody {
+                    @for m in entries {
+                        tr {
+                            td { (m.turn) } td { code { (m.message_id) } }
+                            td { (status_badge(m.status.as_str())) }
+                            td { (m.origin.as_ref().map_or("—", |o| o.kind.as_str())) }
+                            td { (duration(now - m.received_at_ms)) }
+                            td { (m.message_bytes) " B" }
+                            td { details.payload data-src=(url("/console/instance/payload", &[("id", id), ("turn", &m.turn.to_string())])) {
+                                summary { "open" }
+                                a href=(url("/console/instance/payload", &[("id", id), ("turn", &m.turn.to_string())])) { "view the message" }
+                            } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The instance's finished turns, a page of them.
+fn instance_turns(v: &InstanceView) -> Markup {
+    let id = v.instance.id.as_str();
+    html! {
+        section id="turns" {
+            h2 { "Turns" }
+            @if v.turns.is_empty() { p.muted { "No finished turn yet." } }
+            @for t in &v.turns { (turn_view(t)) }
+            p.paging {
+                @if let Some(n) = v.newer { a href=(url("/console/instance", &[("id", id), ("before", &n.to_string())])) { "← newer" } " " }
+                @if let Some(o) = v.older { a href=(url("/console/instance", &[("id", id), ("before", &o.to_string())])) { "older →" } }
+            }
+        }
+    }
+}
+
+/// The instance's runs, newest first, a page of them.
+fn instance_runs(v: &InstanceView) -> Markup {
+    let id = v.instance.id.as_str();
+    let now = v.now_ms;
+    html! {
+        section id="runs" {
+            h2 { "Runs" }
+            p.help { "Every attempt of every turn, newest first: a retry is a new run; a turn that sleeps or waits for a signal keeps its run, which resumes." }
+            @if v.runs.runs.is_empty() { p.muted { @if v.runs_later { "No older run." } @else { "No run yet." } } }
+            @else {
+                table.list {
+                    thead { tr { th { "Run" } th { "Turn" } th { "Attempt" } th { "Origin" } th { "Started" } th { "Took" } th { "Outcome" } th { "Turn after" } th { "Inbox before → after" } th { "Finished" } th { "Usage" } th { "Error" } } }
+                    tbody {
+                        @for r in &v.runs.runs {
+                            tr.run data-run=(r.id) data-turn=(r.turn) data-attempt=(r.attempt) data-outcome=(r.outcome.as_str()) {
+                                td { a href=(run_link(&r.id)) { code { (r.id) } } }
+                                td { (r.turn) } td { (r.attempt) }
+                                td { (r.origin.as_ref().map_or("—", |o| o.kind.as_str())) }
+                                td { (when(r.started_at_ms, now)) }
+                                td { (duration(r.ended_at_ms - r.started_at_ms)) }
+                                td { (status_badge(r.outcome.as_str())) }
+                                td { (status_badge(r.turn_status.as_str())) }
+                                td { (r.queue_before) " → " (r.queue_after) }
+                                td { @if let Some(f) = &r.finished { (finished(f)) } @else { "—" } }
+                                td { @if let Some(u) = &r.usage { (usage(u)) } }
+                                td { @if let Some(e) = &r.error { span.error { (e) } } }
+                            }
+                        }
+                    }
+                }
+            }
+            p.paging {
+                @if v.runs_later { a href=(url("/console/instance", &[("id", id)])) { "← newest runs" } " " }
+                @if let Some(c) = &v.runs.next_cursor { a rel="next" href=(url("/console/instance", &[("id", id), ("runs", c)])) { "older runs →" } }
+            }
+        }
+    }
 }
 
 fn run_link(id: &str) -> String {
