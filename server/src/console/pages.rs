@@ -6,7 +6,8 @@ use serde_json::Value;
 use turnwise::protocol::*;
 
 use super::forms::{self, Errors, Field};
-use super::{Frame, InstanceFilter, InstanceView, TypeRow, CSS, JS, NO_WORKER_AFTER};
+use super::views::{InstanceFilter, InstanceView, TypeRow, NO_WORKER_AFTER};
+use super::{Frame, CSS, JS};
 
 /// A form that was refused, shown again with its values and errors.
 #[derive(Clone, Debug, Default)]
