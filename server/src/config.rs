@@ -446,7 +446,7 @@ impl Settings {
             .or(file.run_keep_ms)
             .map_or(defaults.run_retention, Duration::from_millis);
 
-        engine.limits = resolve_limits(&args.limits, &file, &in_file)?;
+        engine.limits = resolve_limits(&args.limits, &file, in_file)?;
 
         let body_limit =
             args.body_limit
