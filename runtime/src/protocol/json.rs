@@ -43,36 +43,3 @@ pub(crate) fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Resul
     de.end()?;
     Ok(value)
 }
-
-/// Decode one stored record ([`from_slice`]), with the reason when it cannot be.
-#[cfg(feature = "sqlite")]
-pub(crate) fn decode<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    from_slice(text.as_bytes()).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
-
-    fn nested_text(levels: usize) -> String {
-        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
-    }
-
-    #[test]
-    fn records_past_serde_jsons_default_limit_decode() {
-        // 200 levels: serde_json's default decoder refuses this, the record decoder does not.
-        let text = nested_text(200);
-        assert!(serde_json::from_str::<Value>(&text).is_err());
-        let v: Value = decode(&text).unwrap();
-        assert_eq!(serde_json::to_string(&v).unwrap(), text);
-    }
-
-    #[test]
-    fn records_past_the_record_limit_are_refused_without_recursing() {
-        let e = decode::<Value>(&nested_text(1_000_000)).unwrap_err();
-        assert!(e.contains("1000000 levels") && e.contains("256"), "{e}");
-        assert!(decode::<Value>("{").is_err());
-        assert!(decode::<Value>("[1] 2").is_err());
-    }
-}

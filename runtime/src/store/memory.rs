@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
+use super::support::{check_message_id, check_revision};
 use super::*;
 
 #[derive(Default)]
@@ -305,18 +306,8 @@ impl Store for MemoryStore {
                         .into());
                     }
                 }
-                let taken = entry
-                    .by_message
-                    .get(&t.message_id)
-                    .is_some_and(|&n| n != t.number)
-                    || write.turns[..i]
-                        .iter()
-                        .any(|o| o.message_id == t.message_id && o.number != t.number);
-                if taken {
-                    return Err(CommitError::MessageIdTaken {
-                        message_id: t.message_id.clone(),
-                    });
-                }
+                let kept = entry.by_message.get(&t.message_id).copied();
+                check_message_id(&write.turns, i, kept)?;
             }
             for t in write.turns {
                 entry.by_message.insert(t.message_id.clone(), t.number);

@@ -25,6 +25,7 @@ mod memory;
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod support;
 
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -664,26 +665,3 @@ pub enum Notice {
 /// A watcher of a shared store's changes, given to [`Store::watch`]. It answers whether it
 /// still wants notices: once it answers `false` the store drops it.
 pub type Watcher = std::sync::Arc<dyn Fn(&Notice) -> bool + Send + Sync>;
-
-/// The contract checks every store makes the same way before writing.
-pub(crate) fn check_revision(current: Option<u64>, write: &WriteSet) -> Result<(), CommitError> {
-    if current != write.expected_revision {
-        return Err(CommitError::Conflict);
-    }
-    check_record(write)
-}
-
-/// The checks of a write set's own record (its revision follows the expected one, its address
-/// is the write set's), which need no read of the store.
-pub(crate) fn check_record(write: &WriteSet) -> Result<(), CommitError> {
-    if let Some(inst) = &write.instance {
-        let want = write.expected_revision.map_or(1, |r| r + 1);
-        if inst.revision != want || inst.id != write.id || inst.ns != write.ns {
-            return Err(CommitError::Store(StoreError::new(format!(
-                "write set for `{}` carries revision {} (expected {want}) or another id",
-                write.id, inst.revision
-            ))));
-        }
-    }
-    Ok(())
-}

@@ -270,6 +270,7 @@ contract!(
     retention_keeps_newest_and_recent,
     retention_is_noop_within_limits,
     numbers_round_trip,
+    records_deeper_than_serde_jsons_limit_read_back,
     namespaces_are_isolated,
     runs_are_written_with_the_commit,
     runs_list_newest_first_with_cursor,
@@ -978,6 +979,46 @@ async fn numbers_round_trip(s: &dyn Store) {
     assert_eq!(text(&history[0].state_after), text(&exact));
     // A finished turn with these numbers is still "the same" when written again.
     ok(s, write(inst("a", 2), Some(1), vec![t])).await;
+}
+
+/// A value nesting `levels` arrays deep around the number 1, built without recursion.
+fn nested(levels: usize) -> Value {
+    let mut v = json!(1);
+    for _ in 0..levels {
+        v = Value::Array(vec![v]);
+    }
+    v
+}
+
+/// Records nesting deeper than serde_json's default recursion limit (128), as versions before
+/// the engine's nesting limit could write them, read back whole from every read.
+async fn records_deeper_than_serde_jsons_limit_read_back(s: &dyn Store) {
+    let deep = nested(140);
+    let mut i = inst("a", 1);
+    i.state = deep.clone();
+    let mut queued = turn(2, "m2");
+    queued.message = deep.clone();
+    let mut done = finished(1, "m1", 5);
+    done.result = deep.clone();
+    ok(s, create(i.clone(), vec![done.clone(), queued.clone()])).await;
+
+    assert_eq!(load(s, "a").await, Some(i.clone()));
+    assert_eq!(load_turn(s, "a", 1).await, Some(done.clone()));
+    assert_eq!(load_turn(s, "a", 2).await, Some(queued.clone()));
+    let both = s.load_instance_turn(NS, "a", 2).await.unwrap();
+    assert_eq!(both, Some((i.clone(), Some(queued.clone()))));
+    let found = s.find_message(NS, "a", "m1").await.unwrap();
+    assert_eq!(found, Some(done.clone()));
+    let listed = s
+        .list_instances(NS, filter(None, None, None, 10))
+        .await
+        .unwrap();
+    assert_eq!(listed, vec![i]);
+    assert_eq!(s.list_turns(NS, "a", all(true)).await.unwrap(), vec![done]);
+    assert_eq!(
+        s.list_turns(NS, "a", all(false)).await.unwrap(),
+        vec![queued]
+    );
 }
 
 async fn namespaces_are_isolated(s: &dyn Store) {

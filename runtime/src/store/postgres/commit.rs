@@ -31,6 +31,7 @@ use std::task::Poll;
 use tokio::sync::oneshot;
 use tokio_postgres::error::{Severity, SqlState};
 
+use super::super::support::{check_message_id, check_record};
 use super::*;
 
 /// The commit function (`schema.rs`), with its 29 parameters.
@@ -79,16 +80,10 @@ fn encoding(what: &str) -> impl FnOnce(serde_json::Error) -> StoreError + '_ {
 /// Check `write` and encode it; `joined` when it is written inside a transactional step's
 /// transaction (never relaxed: the step's `COMMIT` decides).
 pub(super) fn encode(write: WriteSet, joined: bool) -> Result<Encoded, CommitError> {
-    // Two turns of one write set under one message id: refused before anything is sent.
-    for (i, t) in write.turns.iter().enumerate() {
-        let repeated = write.turns[..i]
-            .iter()
-            .any(|o| o.message_id == t.message_id && o.number != t.number);
-        if repeated {
-            return Err(CommitError::MessageIdTaken {
-                message_id: t.message_id.clone(),
-            });
-        }
+    // Two turns of one write set under one message id: refused before anything is sent (the
+    // database's unique index sees to the kept turns).
+    for i in 0..write.turns.len() {
+        check_message_id(&write.turns, i, None)?;
     }
     check_record(&write)?;
     let settled = Change::settles(&write);
@@ -98,7 +93,7 @@ pub(super) fn encode(write: WriteSet, joined: bool) -> Result<Encoded, CommitErr
     let mut finished = Vec::with_capacity(n);
     let mut finished_at = Vec::with_capacity(n);
     for t in &write.turns {
-        numbers.push(int(t.number, "turn number")?);
+        numbers.push(INTS.int(t.number, "turn number")?);
         bodies.push(serde_json::to_string(t).map_err(encoding("a turn"))?);
         finished.push(t.is_finished());
         finished_at.push(t.finished_at_ms);
@@ -106,14 +101,14 @@ pub(super) fn encode(write: WriteSet, joined: bool) -> Result<Encoded, CommitErr
     let message_ids = write.turns.into_iter().map(|t| t.message_id).collect();
     let expected = write
         .expected_revision
-        .map(|r| int(r, "revision"))
+        .map(|r| INTS.int(r, "revision"))
         .transpose()?;
     let delete = write.instance.is_none();
     let (workflow_type, version, revision, pending, due, body) = match write.instance {
         Some(inst) => {
             let body = Some(serde_json::to_string(&inst).map_err(encoding("an instance"))?);
-            let revision = Some(int(inst.revision, "revision")?);
-            let pending = Some(int(inst.pending.len() as u64, "pending count")?);
+            let revision = Some(INTS.int(inst.revision, "revision")?);
+            let pending = Some(INTS.int(inst.pending.len() as u64, "pending count")?);
             let due = inst.due_at_ms;
             (
                 Some(inst.workflow_type),

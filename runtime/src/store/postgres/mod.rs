@@ -9,6 +9,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
+use super::support::{clamp, decode, decode_run, Int64Columns};
 use super::*;
 
 mod commit;
@@ -251,21 +252,6 @@ fn failed(
     }
 }
 
-/// A stored integer from a `u64`: the database keeps signed 64-bit integers.
-fn int(n: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(n).map_err(|_| StoreError::new(format!("postgres: {what} {n} is out of range")))
-}
-
-/// A stored integer as a `u64`.
-fn uint(n: i64, what: &str) -> Result<u64, StoreError> {
-    u64::try_from(n).map_err(|_| StoreError::new(format!("postgres: a stored {what} is {n}")))
-}
-
-/// A cursor or limit as a stored integer: nothing stored is above `i64::MAX`.
-fn clamp(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 fn unreadable(ns: &str, id: &str, reason: String) -> StoreError {
     StoreError::Unreadable {
         ns: ns.to_owned(),
@@ -466,9 +452,9 @@ impl PostgresStore {
     /// off the schedule (best effort) and answered as unreadable.
     async fn instance(&self, ns: &str, id: &str, row: &Row) -> Result<InstanceRecord, StoreError> {
         let body: &str = row.get(0);
-        match serde_json::from_str::<InstanceRecord>(body) {
+        match decode::<InstanceRecord>(body) {
             Ok(mut record) => {
-                record.history_pruned_through = uint(row.get(1), "history_pruned_through")?;
+                record.history_pruned_through = INTS.uint(row.get(1), "history_pruned_through")?;
                 Ok(record)
             }
             Err(e) => Err(self
@@ -478,7 +464,7 @@ impl PostgresStore {
     }
 
     async fn turn(&self, ns: &str, id: &str, body: &str) -> Result<TurnRecord, StoreError> {
-        match serde_json::from_str::<TurnRecord>(body) {
+        match decode::<TurnRecord>(body) {
             Ok(t) => Ok(t),
             Err(e) => Err(self.quarantine(ns, id, format!("a turn record: {e}")).await),
         }
@@ -505,6 +491,11 @@ impl PostgresStore {
 }
 
 // ---- statements ---------------------------------------------------------------------------
+
+/// This store, as its messages name it.
+const STORE: &str = "postgres";
+/// The database keeps signed 64-bit integers.
+const INTS: Int64Columns = Int64Columns(STORE);
 
 const LOAD_INSTANCE: &str =
     "SELECT body, history_pruned_through FROM instances WHERE ns = $1 AND id = $2";
@@ -536,15 +527,6 @@ const COUNT_RUNS: &str = "SELECT (started_at_ms / $3) * $3 AS hour, outcome, cou
      WHERE ns = $1 AND started_at_ms >= $2 GROUP BY hour, outcome ORDER BY hour, outcome";
 const DELETE_TURNS: &str = "DELETE FROM turns WHERE ns = $1 AND id = $2";
 const DELETE_INSTANCE: &str = "DELETE FROM instances WHERE ns = $1 AND id = $2";
-
-/// A stored run summary.
-fn decode_run(body: &str) -> Result<WorkflowRun, StoreError> {
-    serde_json::from_str(body).map_err(|e| {
-        StoreError::new(format!(
-            "postgres: a stored run summary cannot be read: {e}"
-        ))
-    })
-}
 
 fn workflow_arrays(workflows: &[WorkflowRef]) -> (Vec<&str>, Vec<&str>) {
     workflows
@@ -626,7 +608,7 @@ impl Store for PostgresStore {
         range: TurnRange,
     ) -> Result<Vec<TurnRecord>, StoreError> {
         let after = range.after.map_or(-1, clamp);
-        let limit = clamp(range.limit as u64);
+        let limit = clamp(range.limit);
         let what = || format!("list the turns of `{id}`");
         let rows = self
             .query(
@@ -647,7 +629,7 @@ impl Store for PostgresStore {
         ns: &str,
         filter: InstanceFilter,
     ) -> Result<Vec<InstanceRecord>, StoreError> {
-        let limit = clamp(filter.limit as u64);
+        let limit = clamp(filter.limit);
         let rows = self
             .query(
                 LIST_INSTANCES,
@@ -686,7 +668,10 @@ impl Store for PostgresStore {
         let row = rows
             .first()
             .ok_or_else(|| StoreError::new("postgres: a count answered no row"))?;
-        Ok((uint(row.get(0), "count")?, uint(row.get(1), "count")?))
+        Ok((
+            INTS.uint(row.get(0), "count")?,
+            INTS.uint(row.get(1), "count")?,
+        ))
     }
 
     async fn due(
@@ -697,7 +682,7 @@ impl Store for PostgresStore {
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
         let (types, versions) = workflow_arrays(workflows);
-        let limit = clamp(limit as u64);
+        let limit = clamp(limit);
         let rows = self
             .query(DUE, &[&ns, &types, &versions, &now, &limit], || {
                 "read the schedule".into()
@@ -734,7 +719,7 @@ impl Store for PostgresStore {
     }
 
     async fn list_runs(&self, ns: &str, filter: RunFilter) -> Result<Vec<WorkflowRun>, StoreError> {
-        let limit = clamp(filter.limit as u64);
+        let limit = clamp(filter.limit);
         let rows = self
             .query(
                 LIST_RUNS,
@@ -742,14 +727,16 @@ impl Store for PostgresStore {
                 || "list runs".into(),
             )
             .await?;
-        rows.iter().map(|row| decode_run(row.get(0))).collect()
+        rows.iter()
+            .map(|row| decode_run(STORE, row.get(0)))
+            .collect()
     }
 
     async fn load_run(&self, ns: &str, run_id: &str) -> Result<Option<WorkflowRun>, StoreError> {
         let row = self
             .query_opt(LOAD_RUN, &[&ns, &run_id], || format!("read run `{run_id}`"))
             .await?;
-        row.map(|row| decode_run(row.get(0))).transpose()
+        row.map(|row| decode_run(STORE, row.get(0))).transpose()
     }
 
     async fn count_runs(&self, ns: &str, since_ms: Millis) -> Result<Vec<RunCount>, StoreError> {
@@ -763,7 +750,7 @@ impl Store for PostgresStore {
                 Ok(RunCount {
                     hour_ms: row.get(0),
                     outcome: row.get(1),
-                    runs: uint(row.get(2), "count")?,
+                    runs: INTS.uint(row.get(2), "count")?,
                 })
             })
             .collect()
@@ -808,7 +795,7 @@ impl Store for PostgresStore {
         else {
             return Ok(false);
         };
-        let mut readable = serde_json::from_str::<InstanceRecord>(row.get(0)).is_ok();
+        let mut readable = decode::<InstanceRecord>(row.get(0)).is_ok();
         if readable {
             let turns = self
                 .query(
@@ -817,9 +804,7 @@ impl Store for PostgresStore {
                     || format!("read the turns of `{id}`"),
                 )
                 .await?;
-            readable = turns
-                .iter()
-                .all(|t| serde_json::from_str::<TurnRecord>(t.get(0)).is_ok());
+            readable = turns.iter().all(|t| decode::<TurnRecord>(t.get(0)).is_ok());
         }
         if readable {
             return Ok(false);

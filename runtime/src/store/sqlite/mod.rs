@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use tokio::sync::{oneshot, watch};
 
+use super::support::{clamp, decode, decode_run, Int64Columns};
 use super::*;
 
 mod cache;
@@ -80,6 +81,11 @@ impl PartialEq for dyn KeyRef + '_ {
 }
 
 impl Eq for dyn KeyRef + '_ {}
+
+/// This store, as its messages name it.
+const STORE: &str = "sqlite";
+/// The file keeps signed 64-bit integers.
+const INTS: Int64Columns = Int64Columns(STORE);
 
 /// The schema version this code writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 5;
@@ -815,25 +821,6 @@ fn db(what: impl fmt::Display) -> impl FnOnce(rusqlite::Error) -> StoreError {
     move |e| StoreError::caused(format_args!("sqlite: {what}"), e)
 }
 
-/// A stored integer from a `u64`; the file keeps signed 64-bit integers.
-fn int(n: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(n).map_err(|_| StoreError::new(format!("sqlite: {what} {n} is out of range")))
-}
-
-/// A read cursor as a stored integer: nothing stored is above `i64::MAX`.
-fn clamp_u64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// A count or `LIMIT` as a stored integer.
-fn clamp_usize(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-fn uint(n: i64, what: &str) -> Result<u64, StoreError> {
-    u64::try_from(n).map_err(|_| StoreError::new(format!("sqlite: stored {what} {n} is negative")))
-}
-
 fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
     serde_json::to_string(value)
         .map_err(|e| StoreError::caused(format_args!("sqlite: encode {what}"), e))
@@ -842,7 +829,7 @@ fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
 impl Shared {
     /// Decode the stored record of instance `key`, quarantining the instance if it cannot be.
     fn decode_instance(&self, key: &Key, body: &str) -> Result<InstanceRecord, StoreError> {
-        super::json::decode(body).map_err(|e| {
+        decode(body).map_err(|e| {
             self.quarantine
                 .hold(key, format!("its instance record: {e}"), &self.schedule)
         })
@@ -850,7 +837,7 @@ impl Shared {
 
     /// Decode a stored turn of instance `key`, quarantining the instance if it cannot be.
     fn decode_turn(&self, key: &Key, body: &str) -> Result<TurnRecord, StoreError> {
-        super::json::decode(body).map_err(|e| {
+        decode(body).map_err(|e| {
             self.quarantine
                 .hold(key, format!("a turn record: {e}"), &self.schedule)
         })
@@ -972,7 +959,7 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
         // Instances with a journaled write that cannot be decoded, and why.
         let mut bad: HashMap<Key, String> = HashMap::new();
         for (ns, id, revision, instance, turns) in rows {
-            let revision = uint(revision, "journal revision")?;
+            let revision = INTS.uint(revision, "journal revision")?;
             let key = (ns, id);
             if bad.contains_key(&key) {
                 continue;
@@ -984,7 +971,7 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
                     .map_err(db(format_args!("read `{}`", key.1)))?;
                 // `None`: deleted since, nothing to write.
                 let entry = stored
-                    .map(|s| uint(s, "revision"))
+                    .map(|s| INTS.uint(s, "revision"))
                     .transpose()?
                     .map(|stored| Newest {
                         stored,
@@ -999,7 +986,7 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             if revision <= entry.stored {
                 continue;
             }
-            let turns: Vec<TurnRecord> = match super::json::decode(&turns) {
+            let turns: Vec<TurnRecord> = match decode(&turns) {
                 Ok(turns) => turns,
                 Err(e) => {
                     bad.insert(key.clone(), format!("a journaled write of its turns: {e}"));
@@ -1019,7 +1006,7 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             else {
                 continue;
             };
-            let record: InstanceRecord = match super::json::decode(&body) {
+            let record: InstanceRecord = match decode(&body) {
                 Ok(record) => record,
                 Err(e) => {
                     bad.insert((ns, id), format!("a journaled write of its record: {e}"));
@@ -1036,7 +1023,7 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
                 &id,
                 (
                     record.revision,
-                    clamp_usize(record.pending.len()),
+                    clamp(record.pending.len()),
                     record.due_at_ms,
                     &body,
                 ),
@@ -1066,12 +1053,6 @@ fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     };
     writer::exec(conn, end).map_err(db(format_args!("replay the journal of {shown}")))?;
     replayed
-}
-
-/// A stored run summary.
-fn decode_run(body: &str) -> Result<WorkflowRun, StoreError> {
-    super::json::decode(body)
-        .map_err(|e| StoreError::new(format!("sqlite: a stored run summary cannot be read: {e}")))
 }
 
 fn open_reader(path: &Path) -> Result<Connection, StoreError> {
@@ -1226,7 +1207,7 @@ impl Store for SqliteStore {
         let shared = self.shared.clone();
         let at_key = key.clone();
         // Turn numbers are never negative, so -1 means "from the start".
-        let after = range.after.map_or(-1, clamp_u64);
+        let after = range.after.map_or(-1, clamp);
         let listed = self
             .read_merged(
                 move |dirty| dirty.turns(&key),
@@ -1251,7 +1232,7 @@ impl Store for SqliteStore {
                         .prepare_cached(sql)
                         .and_then(|mut s| {
                             s.query_map(
-                                params![at_ns, at_id, after, clamp_usize(range.limit), numbers],
+                                params![at_ns, at_id, after, clamp(range.limit), numbers],
                                 |r| r.get(0),
                             )?
                             .collect()
@@ -1261,9 +1242,11 @@ impl Store for SqliteStore {
                         .iter()
                         .map(|b| shared.decode_turn(&at_key, b))
                         .collect::<Result<Vec<_>, _>>()?;
-                    listed.extend(journaled.into_iter().filter(|t| {
-                        t.is_finished() == range.finished && clamp_u64(t.number) > after
-                    }));
+                    listed.extend(
+                        journaled.into_iter().filter(|t| {
+                            t.is_finished() == range.finished && clamp(t.number) > after
+                        }),
+                    );
                     listed.sort_unstable_by_key(|t| t.number);
                     listed.truncate(range.limit);
                     Ok(listed)
@@ -1311,7 +1294,7 @@ impl Store for SqliteStore {
                                     filter.workflow_type,
                                     filter.version,
                                     filter.after,
-                                    clamp_usize(filter.limit)
+                                    clamp(filter.limit)
                                 ],
                                 |r| Ok((r.get(0)?, r.get(1)?)),
                             )?
@@ -1383,8 +1366,8 @@ impl Store for SqliteStore {
                         .map_err(db("count instances"))?;
                     let busy = dirty.iter().filter(|(_, busy)| *busy).count() as u64;
                     Ok((
-                        uint(all, "count")? + dirty.len() as u64,
-                        uint(with, "count")? + busy,
+                        INTS.uint(all, "count")? + dirty.len() as u64,
+                        INTS.uint(with, "count")? + busy,
                     ))
                 },
                 |_, _| {},
@@ -1435,18 +1418,13 @@ impl Store for SqliteStore {
                 .prepare_cached(&sql)
                 .and_then(|mut s| {
                     s.query_map(
-                        params![
-                            ns,
-                            filter.instance,
-                            filter.before,
-                            clamp_usize(filter.limit)
-                        ],
+                        params![ns, filter.instance, filter.before, clamp(filter.limit)],
                         |r| r.get(0),
                     )?
                     .collect()
                 })
                 .map_err(db("list runs"))?;
-            bodies.iter().map(|b| decode_run(b)).collect()
+            bodies.iter().map(|b| decode_run(STORE, b)).collect()
         })
         .await
     }
@@ -1458,7 +1436,7 @@ impl Store for SqliteStore {
                 .prepare_cached("SELECT body FROM runs WHERE ns = ?1 AND run_id = ?2")
                 .and_then(|mut s| s.query_row(params![ns, run_id], |r| r.get(0)).optional())
                 .map_err(db(format_args!("read run `{run_id}`")))?;
-            body.as_deref().map(decode_run).transpose()
+            body.as_deref().map(|b| decode_run(STORE, b)).transpose()
         })
         .await
     }
@@ -1484,7 +1462,7 @@ impl Store for SqliteStore {
                     Ok(RunCount {
                         hour_ms,
                         outcome,
-                        runs: uint(runs, "count")?,
+                        runs: INTS.uint(runs, "count")?,
                     })
                 })
                 .collect()
@@ -1562,7 +1540,7 @@ impl Store for SqliteStore {
         let write = WriteSet {
             ns: key.0.clone(),
             id: key.1.clone(),
-            expected_revision: Some(uint(revision, "revision")?),
+            expected_revision: Some(INTS.uint(revision, "revision")?),
             instance: None,
             turns: Vec::new(),
             retention: None,

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use super::super::support::{check_record, check_revision};
 use super::*;
 
 /// How long the writer polls for the next request before it sleeps.
@@ -111,7 +112,7 @@ impl DirtyRows {
     fn new(instance: &InstanceRecord, body: String) -> Self {
         Self {
             revision: instance.revision,
-            pending_count: clamp_usize(instance.pending.len()),
+            pending_count: clamp(instance.pending.len()),
             due_at_ms: instance.due_at_ms,
             instance: body,
             turns: HashMap::new(),
@@ -121,7 +122,7 @@ impl DirtyRows {
     /// Take in a later journaled write of the same instance.
     fn update(&mut self, instance: &InstanceRecord, body: String) {
         self.revision = instance.revision;
-        self.pending_count = clamp_usize(instance.pending.len());
+        self.pending_count = clamp(instance.pending.len());
         self.due_at_ms = instance.due_at_ms;
         self.instance = body;
     }
@@ -804,7 +805,7 @@ fn journal(conn: &Connection, write: &WriteSet, bodies: &Bodies) -> Result<u64, 
         turns.push_str(b);
     }
     turns.push(']');
-    let revision = int(instance.revision, "revision")?;
+    let revision = INTS.int(instance.revision, "revision")?;
     conn.prepare_cached(
         "INSERT INTO journal (ns, id, revision, instance, turns) VALUES (?1, ?2, ?3, ?4, ?5)",
     )
@@ -824,7 +825,7 @@ fn tables_agree(
     let (ns, id) = (write.ns.as_str(), write.id.as_str());
     for &i in new_turns {
         let t = &write.turns[i];
-        let number = int(t.number, "turn number")?;
+        let number = INTS.int(t.number, "turn number")?;
         let taken = conn
             .prepare_cached(
                 "SELECT 1 FROM turns WHERE ns = ?1 AND id = ?2 AND (number = ?3 OR message_id = ?4)",
@@ -873,7 +874,7 @@ fn put_journaled(conn: &Connection, write: &WriteSet, bodies: &Bodies) -> Result
         &write.id,
         (
             instance.revision,
-            clamp_usize(instance.pending.len()),
+            clamp(instance.pending.len()),
             instance.due_at_ms,
             body,
         ),
@@ -900,7 +901,7 @@ pub(super) fn put_rows<'a>(
             "sqlite: the journal of `{id}` is out of step with its rows"
         ))
     };
-    let revision = int(revision, "revision")?;
+    let revision = INTS.int(revision, "revision")?;
     let changed = conn
         .prepare_cached(
             "UPDATE instances SET revision = ?3, pending_count = ?4, due_at_ms = ?5, body = ?6 \
@@ -930,7 +931,7 @@ fn same_turn_row(
     id: &str,
     row: &TurnRow<'_>,
 ) -> Result<bool, StoreError> {
-    let number = int(row.number, "turn number")?;
+    let number = INTS.int(row.number, "turn number")?;
     conn.prepare_cached(
         "SELECT 1 FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3 AND message_id = ?4 \
          AND finished_at_ms IS ?5 AND body = ?6",
@@ -1018,16 +1019,9 @@ fn write_instance(
     body: &str,
 ) -> Result<u64, Refusal> {
     let (ns, id) = (write.ns.as_str(), write.id.as_str());
-    let want = write.expected_revision.map_or(1, |r| r + 1);
-    if instance.revision != want || instance.id != write.id || instance.ns != write.ns {
-        return Err(StoreError::new(format!(
-            "write set for `{id}` carries revision {} (expected {want}) or another id",
-            instance.revision
-        ))
-        .into());
-    }
-    let revision = int(instance.revision, "revision")?;
-    let pending = clamp_usize(instance.pending.len());
+    check_record(write)?;
+    let revision = INTS.int(instance.revision, "revision")?;
+    let pending = clamp(instance.pending.len());
     // The store owns `history_pruned_through`: the caller's value is checked against the
     // stored one and replaced by it when they differ (the body is then re-encoded by
     // `finish_write`).
@@ -1057,7 +1051,7 @@ fn write_instance(
             Err(e) => Err(db(format_args!("create `{id}`"))(e).into()),
         };
     };
-    let expected = int(expected, "revision")?;
+    let expected = INTS.int(expected, "revision")?;
     // No `RETURNING` here: SQLite runs it as a trigger, which makes the statement keep a
     // statement journal, allocated and freed on every write. Instead the `WHERE` clause also
     // checks what the store owns or never changes (the pruning mark, type and version); when
@@ -1085,7 +1079,7 @@ fn write_instance(
         })
         .map_err(db(format_args!("write `{id}`")))
     };
-    let pruned_through = clamp_u64(instance.history_pruned_through);
+    let pruned_through = clamp(instance.history_pruned_through);
     if update(pruned_through, &instance.workflow_type, &instance.version)? == 1 {
         return Ok(instance.history_pruned_through);
     }
@@ -1104,7 +1098,7 @@ fn write_instance(
     let Some((_, pruned, workflow_type, version)) = stored.filter(|s| s.0 == expected) else {
         return Err(CommitError::Conflict.into());
     };
-    let stored_pruned = uint(pruned, "history_pruned_through")?;
+    let stored_pruned = INTS.uint(pruned, "history_pruned_through")?;
     // The revision matches, so the caller's pruning mark was off, or (never done by the
     // engine, allowed by the contract) the type or version changes: the rare slow path.
     if update(pruned, &workflow_type, &version)? != 1 {
@@ -1150,7 +1144,7 @@ fn finish_write(
                 "DELETE FROM runs WHERE rowid IN \
                  (SELECT rowid FROM runs WHERE ended_at_ms < ?1 LIMIT ?2)",
             )
-            .and_then(|mut s| s.execute(params![before, clamp_usize(RUN_PRUNE_BATCH)]))
+            .and_then(|mut s| s.execute(params![before, clamp(RUN_PRUNE_BATCH)]))
             .map_err(db("delete expired run summaries"))?;
         }
     }
@@ -1165,7 +1159,7 @@ fn finish_write(
         conn.prepare_cached(
             "UPDATE instances SET history_pruned_through = ?3, body = ?4 WHERE ns = ?1 AND id = ?2",
         )
-        .and_then(|mut s| s.execute(params![ns, id, clamp_u64(pruned_through), body]))
+        .and_then(|mut s| s.execute(params![ns, id, clamp(pruned_through), body]))
         .map_err(db(format_args!("write `{id}`")))?;
     }
     Ok(pruned_through)
@@ -1230,7 +1224,7 @@ pub(super) fn upsert_turn(
     id: &str,
     t: &TurnRow<'_>,
 ) -> Result<Upsert, StoreError> {
-    let number = int(t.number, "turn number")?;
+    let number = INTS.int(t.number, "turn number")?;
     // Update in place when the stored turn is unfinished with the same message id. Only a
     // finishing write names the indexed `finished` columns, so the common write (a step, a
     // claim, a heartbeat) touches the row alone and no index.
@@ -1309,7 +1303,7 @@ fn delete(conn: &Connection, write: &WriteSet) -> Result<(), Refusal> {
         .map_err(db(format_args!("read the revision of `{id}`")))
         .map_err(Refusal::before_writing)?;
     let current = stored
-        .map(|rev| uint(rev, "revision"))
+        .map(|rev| INTS.uint(rev, "revision"))
         .transpose()
         .map_err(Refusal::before_writing)?;
     check_revision(current, write).map_err(Refusal::before_writing)?;
@@ -1339,7 +1333,7 @@ fn turn_exists(conn: &Connection, ns: &str, id: &str, number: i64) -> Result<boo
 /// A turn upsert changed nothing: the stored turn is finished or has another message id.
 /// An identical finished turn is fine (nothing to write); anything else is refused by name.
 fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result<(), CommitError> {
-    let number = int(t.number, "turn number")?;
+    let number = INTS.int(t.number, "turn number")?;
     let body: Option<String> = conn
         .prepare_cached("SELECT body FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
         .and_then(|mut s| {
@@ -1348,7 +1342,7 @@ fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result
         })
         .map_err(db(format_args!("read turn {number} of `{id}`")))?;
     let old: Option<TurnRecord> = body
-        .map(|b| crate::protocol::json::decode(&b))
+        .map(|b| decode(&b))
         .transpose()
         .map_err(|e| StoreError::new(format!("sqlite: decode turn {number} of `{id}`: {e}")))?;
     match old {
@@ -1390,7 +1384,7 @@ fn prune(conn: &Connection, ns: &str, id: &str, r: Retention) -> Result<u64, Sto
              ORDER BY number DESC LIMIT 1 OFFSET ?3",
         )
         .and_then(|mut s| {
-            s.query_row(params![ns, id, clamp_u64(r.keep_turns)], |row| row.get(0))
+            s.query_row(params![ns, id, clamp(r.keep_turns)], |row| row.get(0))
                 .optional()
         })
         .map_err(db(format_args!("find the retention cutoff of `{id}`")))?;
@@ -1417,7 +1411,7 @@ fn prune(conn: &Connection, ns: &str, id: &str, r: Retention) -> Result<u64, Sto
         conn.prepare_cached("DELETE FROM turns WHERE ns = ?1 AND id = ?2 AND number = ?3")
             .and_then(|mut s| s.execute(params![ns, id, n]))
             .map_err(db(format_args!("prune turn {n} of `{id}`")))?;
-        through = through.max(uint(n, "turn number")?);
+        through = through.max(INTS.uint(n, "turn number")?);
     }
     Ok(through)
 }
