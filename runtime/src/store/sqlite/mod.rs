@@ -25,6 +25,7 @@ mod options;
 mod quarantine;
 mod reads;
 mod replay;
+mod rows;
 mod schedule;
 mod schema;
 mod sync;

@@ -28,14 +28,14 @@ type Undecodable = HashMap<Key, String>;
 /// of the rest, the newest instance row and the newest version of each turn are written.
 pub(super) fn replay_journal(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     let shown = path.display();
-    writer::exec(conn, "BEGIN IMMEDIATE").map_err(db(format_args!("lock {shown}")))?;
+    rows::exec(conn, "BEGIN IMMEDIATE").map_err(db(format_args!("lock {shown}")))?;
     let replayed = replay_rows(conn, path);
     let end = if replayed.is_ok() {
         "COMMIT"
     } else {
         "ROLLBACK"
     };
-    writer::exec(conn, end).map_err(db(format_args!("replay the journal of {shown}")))?;
+    rows::exec(conn, end).map_err(db(format_args!("replay the journal of {shown}")))?;
     replayed
 }
 
@@ -70,7 +70,7 @@ fn replay_rows(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             "quarantine the journal rows of `{id}` in {shown}"
         )))?;
     }
-    writer::exec(conn, "DELETE FROM journal")
+    rows::exec(conn, "DELETE FROM journal")
         .map_err(db(format_args!("empty the journal of {shown}")))?;
     Ok(())
 }
@@ -156,7 +156,7 @@ fn write_newest(
             .values()
             .map(|t| Ok((t, encode(t, "a turn")?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
-        writer::put_rows(
+        rows::put_rows(
             conn,
             &ns,
             &id,
@@ -166,7 +166,7 @@ fn write_newest(
                 record.due_at_ms,
                 &body,
             ),
-            bodies.iter().map(|(t, b)| writer::TurnRow::of(t, b)),
+            bodies.iter().map(|(t, b)| rows::TurnRow::of(t, b)),
         )?;
     }
     Ok(())
