@@ -150,8 +150,9 @@ impl SqliteStore {
     ///
     /// Takes the file's lock, creates the file and its schema if missing, switches it to WAL
     /// mode and starts the writer thread. Fails with [`StoreError::Locked`] if another store
-    /// has the file open (see *One store per file, enforced* in `docs/architecture.md` §6), and if the file is not
-    /// a turnwise store or has a schema newer than this version of turnwise understands.
+    /// has the file open (see *One store per file, enforced* in `docs/architecture.md` §6),
+    /// and if the file is not a turnwise store or has a schema newer than this version of
+    /// turnwise understands.
     pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, StoreError> {
         let opened = Opened::open(path, options).await?;
         let syncer = opened.syncer();
@@ -323,6 +324,8 @@ fn encode<T: Serialize>(value: &T, what: &str) -> Result<String, StoreError> {
 
 /// The writes of the [`Store`] implementation (in `reads.rs`, with the reads).
 impl SqliteStore {
+    /// Delete a quarantined instance with all its rows, by its revision column (its record is
+    /// what cannot be read), and lift its quarantine; whether there was one to delete.
     async fn delete_quarantined(&self, ns: &str, id: &str) -> Result<bool, StoreError> {
         let key = (ns.to_owned(), id.to_owned());
         if !self.shared.quarantine.contains(&key) {
@@ -413,8 +416,8 @@ impl SqliteStore {
     }
 
     /// Checks, with a few `stat` calls and no query, that the files are the ones the store
-    /// opened (see *Files that change under a running store* in `docs/architecture.md` §6), that no sync failed and that the last
-    /// write transaction did not fail.
+    /// opened (see *Files that change under a running store* in `docs/architecture.md` §6),
+    /// that no sync failed and that the last write transaction did not fail.
     fn files_health(&self) -> Result<(), StoreError> {
         let shared = &self.shared;
         shared

@@ -1,5 +1,8 @@
 //! The settings a store is opened with.
 
+#[cfg(doc)]
+use super::{Durability, SqliteStore};
+
 /// The `PRAGMA synchronous` level used for durable commits.
 ///
 /// The store always runs in WAL mode, where the levels mean:
@@ -8,7 +11,7 @@
 pub enum Synchronous {
     /// `FULL`: the WAL is synced before a durable commit is answered (on the sync thread,
     /// see [`SqliteOptions::sync_thread`], or in the `COMMIT`), so an acknowledged
-    /// [`Durability::Durable`](crate::store::Durability::Durable) commit survives a power loss. The default.
+    /// [`Durability::Durable`] commit survives a power loss. The default.
     #[default]
     Full,
     /// `NORMAL`: the WAL is synced only at checkpoints. Commits survive the death of the
@@ -29,12 +32,12 @@ impl Synchronous {
     }
 }
 
-/// Settings for [`SqliteStore::open_with`](super::SqliteStore::open_with). Start from [`Default`] and adjust with the
+/// Settings for [`SqliteStore::open_with`]. Start from [`Default`] and adjust with the
 /// `with_*` methods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SqliteOptions {
-    /// The sync level for batches holding a [`Durability::Durable`](crate::store::Durability::Durable) write set (default
+    /// The sync level for batches holding a [`Durability::Durable`] write set (default
     /// [`Synchronous::Full`]). Without the sync thread, batches of only relaxed write sets
     /// use `OFF`.
     pub synchronous: Synchronous,
@@ -52,7 +55,7 @@ pub struct SqliteOptions {
     pub cache_instances: usize,
     /// A running turn's writes are appended to a journal and written into the tables later,
     /// at the latest once this many were journaled (default 4096; 0 disables the journal and
-    /// writes every write set into the tables at once). See [`SqliteStore`](super::SqliteStore).
+    /// writes every write set into the tables at once). See [`SqliteStore`].
     pub journal_rows: usize,
 }
 

@@ -6,10 +6,10 @@ use super::open::{configure, open_reader};
 use super::*;
 
 /// Idle read-only connections kept for reuse.
-pub(super) const MAX_IDLE_READERS: usize = 4;
+const MAX_IDLE_READERS: usize = 4;
 
 /// How long a merging read keeps trying (see [`SqliteStore::read_merged`]).
-pub(super) const MERGE_PATIENCE: Duration = Duration::from_secs(5);
+const MERGE_PATIENCE: Duration = Duration::from_secs(5);
 
 fn load_turn_row(
     shared: &Shared,
