@@ -86,6 +86,17 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, St
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
+/// The error every read of a quarantined instance answers: a stored record of instance `id`
+/// (namespace `ns`) cannot be decoded, for `reason`.
+pub(crate) fn unreadable(ns: &str, id: &str, reason: impl Into<String>) -> StoreError {
+    StoreError::Unreadable {
+        ns: ns.to_owned(),
+        id: id.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// Decode a stored run summary of the store `store` (named in the error).
 pub(crate) fn decode_run(store: &str, body: &str) -> Result<WorkflowRun, StoreError> {
     decode(body)

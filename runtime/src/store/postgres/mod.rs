@@ -9,7 +9,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Config, NoTls, Row};
 
-use super::support::{clamp, decode, decode_run, Int64Columns};
+use super::support::{clamp, decode, decode_run, unreadable, Int64Columns};
 use super::*;
 
 mod commit;
@@ -249,14 +249,6 @@ fn failed(
     StoreError::Failed {
         message: format!("postgres: {what}: {text}"),
         source: Some(crate::protocol::error::Source::new(e)),
-    }
-}
-
-fn unreadable(ns: &str, id: &str, reason: String) -> StoreError {
-    StoreError::Unreadable {
-        ns: ns.to_owned(),
-        id: id.to_owned(),
-        reason,
     }
 }
 

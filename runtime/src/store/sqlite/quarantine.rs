@@ -12,6 +12,7 @@
 //! that cannot be decoded stay where they are and are found again, and quarantined again, by
 //! the first read after each open.
 
+use super::super::support::unreadable;
 use super::*;
 
 /// The quarantined instances and why each is.
@@ -66,7 +67,7 @@ impl Quarantine {
         }
         let held = lock(&self.held);
         match held.get(&(ns.to_owned(), id.to_owned())) {
-            Some(reason) => Err(unreadable(ns, id, reason)),
+            Some(reason) => Err(unreadable(ns, id, reason.as_str())),
             None => Ok(()),
         }
     }
@@ -99,13 +100,5 @@ impl Quarantine {
         }
         schedule.remove(key);
         unreadable(&key.0, &key.1, &reason)
-    }
-}
-
-fn unreadable(ns: &str, id: &str, reason: &str) -> StoreError {
-    StoreError::Unreadable {
-        ns: ns.to_owned(),
-        id: id.to_owned(),
-        reason: reason.to_owned(),
     }
 }
