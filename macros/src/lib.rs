@@ -15,6 +15,7 @@ mod duration;
 mod item;
 mod private;
 mod signal;
+mod signature;
 mod step;
 mod workflow;
 

@@ -4,8 +4,9 @@ use proc_macro2::Span;
 use quote::format_ident;
 use syn::{GenericArgument, ItemFn, Pat, PathArguments, Type};
 
-use super::check;
+use super::{check, STEP};
 use crate::ctxt::Ctxt;
+use crate::signature::{self, last_segment};
 
 /// The step's context parameter.
 pub(super) enum StepContext {
@@ -29,19 +30,19 @@ impl StepFn {
     /// Read `item`, reporting every rule it breaks; `None` when it cannot be expanded.
     pub(super) fn from_syn(cx: &Ctxt, item: &ItemFn) -> Option<StepFn> {
         let sig = &item.sig;
-        check::modifiers(cx, sig);
-        let mut fatal = !check::not_generic(cx, sig);
+        signature::modifiers(cx, &STEP, sig);
+        let mut fatal = !signature::not_generic(cx, &STEP, sig);
         check::name_is_a_key(cx, sig);
 
         let mut context = None;
         let mut params = Vec::new();
         for (i, arg) in sig.inputs.iter().enumerate() {
-            let Some(t) = check::not_a_receiver(cx, arg) else {
+            let Some(t) = signature::not_a_receiver(cx, &STEP, arg) else {
                 fatal = true;
                 continue;
             };
             if let Some(c) = context_of(&t.ty) {
-                if check::context_first(cx, t, i) {
+                if signature::context_first(cx, &STEP, t, i) {
                     context = Some(c);
                 } else {
                     fatal = true;
@@ -79,17 +80,9 @@ impl StepFn {
     }
 }
 
-/// The last segment of a plain path type.
-pub(super) fn last_ident(ty: &Type) -> Option<&syn::PathSegment> {
-    match ty {
-        Type::Path(p) if p.qself.is_none() => p.path.segments.last(),
-        _ => None,
-    }
-}
-
 /// The step context a parameter's type names, if it names one.
 fn context_of(ty: &Type) -> Option<StepContext> {
-    let seg = last_ident(ty)?;
+    let seg = last_segment(ty)?;
     if seg.ident == "StepCtx" {
         return Some(StepContext::Plain);
     }
@@ -101,21 +94,4 @@ fn context_of(ty: &Type) -> Option<StepContext> {
         }
     }
     None
-}
-
-/// `T` and `E` of `Result<T, E>` (or `T` of a one-argument `Result<T>` alias).
-pub(super) fn result_args(ty: &Type) -> Option<(Type, Option<Type>)> {
-    let seg = last_ident(ty)?;
-    if seg.ident != "Result" {
-        return None;
-    }
-    let PathArguments::AngleBracketed(a) = &seg.arguments else {
-        return None;
-    };
-    let mut types = a.args.iter().filter_map(|g| match g {
-        GenericArgument::Type(t) => Some(t.clone()),
-        _ => None,
-    });
-    let ok = types.next()?;
-    Some((ok, types.next()))
 }

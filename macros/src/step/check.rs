@@ -1,42 +1,12 @@
-//! The rules a `#[step]` function's signature must keep, one function per rule. Each reports
-//! its own error at the user's token and answers whether the item can still be expanded.
+//! The rules only a `#[step]` function's signature keeps, one function per rule (the rules it
+//! shares with `#[workflow]` are in `crate::signature`). Each reports its own error at the
+//! user's token and answers whether the item can still be expanded.
 
-use syn::{FnArg, PatType, ReturnType, Signature, Type};
+use syn::{PatType, Signature, Type};
 
-use super::ast::{last_ident, result_args};
 use super::SHAPE;
 use crate::ctxt::Ctxt;
-
-/// `async`, and not `const`, `unsafe` or `extern`. The expansion goes on after these.
-pub(super) fn modifiers(cx: &Ctxt, sig: &Signature) {
-    if sig.asyncness.is_none() {
-        cx.error_spanned_by(
-            sig.fn_token,
-            format!("`#[step]` needs an `async fn`: add `async` before `fn`, as in {SHAPE}"),
-        );
-    }
-    if let Some(c) = &sig.constness {
-        cx.error_spanned_by(c, "a `#[step]` function cannot be `const`");
-    }
-    if let syn::Safety::Unsafe(u) = &sig.safety {
-        cx.error_spanned_by(u, "a `#[step]` function cannot be `unsafe`");
-    }
-    if let Some(abi) = &sig.abi {
-        cx.error_spanned_by(abi, "a `#[step]` function cannot have an ABI");
-    }
-}
-
-/// No generic parameters: the output is saved and replayed as one fixed type.
-pub(super) fn not_generic(cx: &Ctxt, sig: &Signature) -> bool {
-    if sig.generics.params.is_empty() && sig.generics.where_clause.is_none() {
-        return true;
-    }
-    cx.error_spanned_by(
-        &sig.generics,
-        "a `#[step]` function cannot be generic: its output is saved and replayed as one fixed type; name concrete types",
-    );
-    false
-}
+use crate::signature::{self, is_turn, last_segment};
 
 /// The function's name is the step's default key, so it keeps the key rules.
 pub(super) fn name_is_a_key(cx: &Ctxt, sig: &Signature) {
@@ -46,20 +16,6 @@ pub(super) fn name_is_a_key(cx: &Ctxt, sig: &Signature) {
             &sig.ident,
             format!("the step's name is its key, and {key:?} breaks the key rules: {why}"),
         );
-    }
-}
-
-/// A free function: no `self`.
-pub(super) fn not_a_receiver<'a>(cx: &Ctxt, arg: &'a FnArg) -> Option<&'a PatType> {
-    match arg {
-        FnArg::Typed(t) => Some(t),
-        FnArg::Receiver(r) => {
-            cx.error_spanned_by(
-                r,
-                "a `#[step]` function cannot take `self`: it is a free function called as `name(ctx, args..)`; pass what it needs as arguments",
-            );
-            None
-        }
     }
 }
 
@@ -84,24 +40,11 @@ pub(super) fn argument_count(cx: &Ctxt, args: usize, t: &PatType) -> bool {
     false
 }
 
-/// The step context, when taken, is the first parameter.
-pub(super) fn context_first(cx: &Ctxt, t: &PatType, position: usize) -> bool {
-    if position == 0 {
-        return true;
-    }
-    cx.error_spanned_by(
-        t,
-        format!("the step context must be the first parameter: {SHAPE}"),
-    );
-    false
-}
-
 /// Arguments are moved into the step: owned, concrete types; never the turn context.
 pub(super) fn argument_type(cx: &Ctxt, ty: &Type) -> bool {
     match ty {
         Type::Reference(r) => {
-            let turn = last_ident(&r.elem).is_some_and(|s| s.ident == "Turn");
-            let msg = if turn {
+            let msg = if is_turn(ty) {
                 format!("a step does not take the turn context: the generated function does (call it as `name(ctx, args..)`); take the step context instead, {SHAPE}")
             } else {
                 reference_message(r)
@@ -122,25 +65,22 @@ pub(super) fn argument_type(cx: &Ctxt, ty: &Type) -> bool {
 
 /// The return type is `Result<Output, Error>`: its output and error types.
 pub(super) fn returns_result(cx: &Ctxt, sig: &Signature) -> Option<(Type, Option<Type>)> {
-    match &sig.output {
-        ReturnType::Type(_, ty) => {
-            let found = result_args(ty);
-            if found.is_none() {
-                cx.error_spanned_by(
-                    ty,
-                    "the return type of a `#[step]` function is `Result<Output, TurnError>`",
-                );
-            }
-            found
-        }
-        ReturnType::Default => {
-            cx.error_at(
-                sig.paren_token.span.close(),
-                "missing return type: a `#[step]` function returns `Result<Output, TurnError>`",
-            );
-            None
-        }
+    let ty = signature::return_type(
+        cx,
+        sig,
+        "a `#[step]` function returns `Result<Output, TurnError>`",
+    )?;
+    let found = last_segment(ty).cloned().and_then(|mut seg| {
+        let (ok, error) = signature::result_args(&mut seg)?;
+        Some((ok.clone(), error))
+    });
+    if found.is_none() {
+        cx.error_spanned_by(
+            ty,
+            "the return type of a `#[step]` function is `Result<Output, TurnError>`",
+        );
     }
+    found
 }
 
 /// The fix for a step argument taken by reference, naming the owned type to take instead.

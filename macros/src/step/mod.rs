@@ -1,7 +1,8 @@
 //! `#[step]`: arguments → ast → checks → codegen.
 //!
 //! [`args`] reads the attribute's arguments, [`ast`] reads the function into a [`ast::StepFn`]
-//! (running the [`check`] rules on the way, one function per rule), and [`codegen`] writes the
+//! (running the rules shared with `#[workflow]`, in `crate::signature`, and its own [`check`]
+//! rules on the way, one function per rule), and [`codegen`] writes the
 //! generated function and its compile-time checks.
 
 mod args;
@@ -14,12 +15,23 @@ use quote::quote;
 
 use crate::ctxt::Ctxt;
 use crate::private::Private;
+use crate::signature::Macro;
 
 #[cfg(test)]
 pub(crate) use args::KNOWN as ARGUMENTS;
 
 /// The shape every message about the signature shows.
 const SHAPE: &str = "`async fn name(s: StepCtx, arg: Arg, ..) -> Result<Output, TurnError>`";
+
+/// `#[step]` as the shared signature rules name it.
+const STEP: Macro = Macro {
+    attr: "`#[step]`",
+    shape: SHAPE,
+    context: "step",
+    why_not_generic: "its output is saved and replayed as one fixed type",
+    instead_of_self:
+        "it is a free function called as `name(ctx, args..)`; pass what it needs as arguments",
+};
 
 /// Expand `#[step(args)] item`.
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -1,8 +1,11 @@
-//! `#[workflow]`: args → ast → check (`body/`, one module per subject, one function per rule) → codegen.
+//! `#[workflow]`: args → ast (the signature's rules: shared with `#[step]` in
+//! `crate::signature`, its own in [`check`], one function per rule) → body checks (`body/`, one
+//! module per subject, one function per rule) → codegen.
 
 mod args;
 mod ast;
 mod body;
+mod check;
 mod codegen;
 mod repair;
 
@@ -11,9 +14,24 @@ use quote::quote;
 
 use crate::ctxt::Ctxt;
 use crate::private::Private;
+use crate::signature::Macro;
 
 #[cfg(test)]
 pub(crate) use args::KNOWN as ARGUMENTS;
+
+/// The shape every message about the signature shows.
+const SHAPE: &str =
+    "`async fn name(ctx: &mut Turn, state: State, message: Message) -> Result<Done<State, Reply>, TurnError>`";
+
+/// `#[workflow]` as the shared signature rules name it.
+const WORKFLOW: Macro = Macro {
+    attr: "`#[workflow]`",
+    shape: SHAPE,
+    context: "turn",
+    why_not_generic: "its state, message and reply types are fixed on the wire",
+    instead_of_self:
+        "it is a free function; pass what it needs as a fourth parameter `deps: &Deps`",
+};
 
 /// Expand `#[workflow(args)] item`.
 pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -25,7 +43,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         Err(_) => {
             cx.error_spanned_by(
                 crate::first_tokens(&item),
-                format!("`#[workflow]` goes on an `async fn`: {}", ast::SHAPE),
+                format!("`#[workflow]` goes on an `async fn`: {SHAPE}"),
             );
             let errors = cx.check().err().map(syn::Error::into_compile_error);
             return quote!(#item #errors);
