@@ -55,54 +55,8 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
             .unwrap_or_default();
     }
 
-    let mut name: Option<syn::LitStr> = None;
-    let mut krate = None;
-    let mut seen = Seen::new("#[signal]", ARGUMENTS);
-    for attr in attrs.iter().filter(|a| a.path().is_ident("signal")) {
-        let mut handle = |meta: syn::meta::ParseNestedMeta| {
-            if !seen.admit(&cx, &meta) {
-                return Ok(());
-            }
-            if meta.path.is_ident("name") {
-                name = args::string(&cx, &meta, "name = \"approval\"");
-            } else {
-                krate = args::krate(&cx, &meta);
-            }
-            Ok(())
-        };
-        let parsed = match &attr.meta {
-            syn::Meta::List(list) => {
-                let tokens =
-                    args::positional(&cx, list.tokens.clone(), "#[signal]", |lit| match lit {
-                        syn::Lit::Str(_) => format!("write `name = {}`", args::lit_text(lit)),
-                        _ => format!("supported arguments are {}", args::one_of(ARGUMENTS)),
-                    });
-                syn::parse::Parser::parse2(syn::meta::parser(&mut handle), tokens)
-            }
-            _ => attr.parse_nested_meta(&mut handle),
-        };
-        if let Err(e) = parsed {
-            cx.syn_error(e);
-        }
-    }
-    let wire_name = match &name {
-        Some(lit) => {
-            if let Err(why) = turnwise_rules::check_identifier(&lit.value()) {
-                cx.error_spanned_by(lit, format!("invalid signal name {:?}: {why}", lit.value()));
-            }
-            lit.value()
-        }
-        None => {
-            if !cx.has_errors() {
-                let suggestion = snake(&ident.to_string());
-                cx.error_spanned_by(
-                    ident,
-                    format!("a signal needs its name on the wire: add `#[signal(name = \"{suggestion}\")]`"),
-                );
-            }
-            ident.to_string()
-        }
-    };
+    let (name, krate) = signal_args(&cx, attrs);
+    let wire_name = wire_name(&cx, ident, name.as_ref());
     let p = Private::new(krate);
     let check = quote_spanned!(ident.span()=> #p::assert_signal_data::<#ident>());
     let allowed = allowed_lints();
@@ -122,6 +76,64 @@ pub(crate) fn expand(input: TokenStream) -> TokenStream {
         Err(e) => {
             let errors = e.into_compile_error();
             quote!(#out #errors)
+        }
+    }
+}
+
+/// The `#[signal(..)]` arguments: the name and the crate path.
+fn signal_args(cx: &Ctxt, attrs: &[syn::Attribute]) -> (Option<syn::LitStr>, Option<syn::Path>) {
+    let mut name: Option<syn::LitStr> = None;
+    let mut krate = None;
+    let mut seen = Seen::new("#[signal]", ARGUMENTS);
+    for attr in attrs.iter().filter(|a| a.path().is_ident("signal")) {
+        let mut handle = |meta: syn::meta::ParseNestedMeta| {
+            if !seen.admit(cx, &meta) {
+                return Ok(());
+            }
+            if meta.path.is_ident("name") {
+                name = args::string(cx, &meta, "name = \"approval\"");
+            } else {
+                krate = args::krate(cx, &meta);
+            }
+            Ok(())
+        };
+        let parsed = match &attr.meta {
+            syn::Meta::List(list) => {
+                let tokens =
+                    args::positional(cx, list.tokens.clone(), "#[signal]", |lit| match lit {
+                        syn::Lit::Str(_) => format!("write `name = {}`", args::lit_text(lit)),
+                        _ => format!("supported arguments are {}", args::one_of(ARGUMENTS)),
+                    });
+                syn::parse::Parser::parse2(syn::meta::parser(&mut handle), tokens)
+            }
+            _ => attr.parse_nested_meta(&mut handle),
+        };
+        if let Err(e) = parsed {
+            cx.syn_error(e);
+        }
+    }
+    (name, krate)
+}
+
+/// The signal's name on the wire: `name`, checked against the identifier rules; without one,
+/// the type's name, and an error suggesting one (unless another error came first).
+fn wire_name(cx: &Ctxt, ident: &syn::Ident, name: Option<&syn::LitStr>) -> String {
+    match name {
+        Some(lit) => {
+            if let Err(why) = turnwise_rules::check_identifier(&lit.value()) {
+                cx.error_spanned_by(lit, format!("invalid signal name {:?}: {why}", lit.value()));
+            }
+            lit.value()
+        }
+        None => {
+            if !cx.has_errors() {
+                let suggestion = snake(&ident.to_string());
+                cx.error_spanned_by(
+                    ident,
+                    format!("a signal needs its name on the wire: add `#[signal(name = \"{suggestion}\")]`"),
+                );
+            }
+            ident.to_string()
         }
     }
 }
