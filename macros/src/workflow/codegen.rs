@@ -119,13 +119,9 @@ pub(crate) fn generate(
     wf: &WorkflowFn,
     info: &BodyInfo,
 ) -> TokenStream {
-    let calls = &info.calls;
     let item = &wf.original;
-    let attrs = split_attrs(item);
-    let cfgs = &attrs.cfgs;
-    let rest = &attrs.rest;
+    let cfgs = &split_attrs(item).cfgs;
     let ident = &item.sig.ident;
-    let vis = &item.vis;
     let deps_ty = wf.deps.as_ref().map(|(_, ty)| ty);
     let the_struct = struct_item(item, deps_ty);
 
@@ -138,11 +134,110 @@ pub(crate) fn generate(
         .as_ref()
         .map_or_else(|| "v1".to_owned(), syn::LitStr::value);
 
-    let state_ty = &wf.state.ty;
-    let state_pat = &wf.state.pat;
-    let message_ty = &wf.message.ty;
-    let message_pat = &wf.message.pat;
-    let reply_ty = &wf.reply;
+    let signals = &args.signals;
+    let accepts = accepts(p, ident, signals.iter().chain(&info.unaccepted));
+    let distinct_names = distinct_signal_names(p, ident, signals);
+    let signal_names = signals
+        .iter()
+        .map(|s| respan(quote!(<#s as #p::Signal>::NAME), s.span()));
+    let assoc_types = assoc_types(p, args, wf);
+    let options = options(p, args);
+    let eq_fns = eq_fns(p, wf);
+    let run = run_fn(p, wf, info);
+    let deps_impls = deps_ty.map(|deps| deps_impls(p, ident, deps));
+    let schema_impl = schema_impl(p, wf, &name, &version, signals, &info.calls);
+    let allowed = allowed_lints();
+
+    quote! {
+        #the_struct
+
+        #(#cfgs)*
+        #[doc(hidden)]
+        #allowed
+        const _: () = {
+            #[automatically_derived]
+            impl #p::Workflow for #ident {
+                #assoc_types
+                const NAME: &'static ::core::primitive::str = #name;
+                const VERSION: &'static ::core::primitive::str = #version;
+                const SIGNALS: &'static [&'static ::core::primitive::str] = &[#(#signal_names),*];
+
+                #options
+
+                fn schema(&self) -> #p::Option<#p::WorkflowSchema> {
+                    #p::Option::Some(#ident::schema(self))
+                }
+
+                #eq_fns
+
+                #run
+            }
+
+            #(#accepts)*
+            #distinct_names
+            #deps_impls
+            #schema_impl
+        };
+    }
+}
+
+/// `impl Accepts<S>` for each of `signals`, spanned at the signal.
+fn accepts<'a>(
+    p: &'a Private,
+    ident: &'a syn::Ident,
+    signals: impl Iterator<Item = &'a syn::Path> + 'a,
+) -> impl Iterator<Item = TokenStream> + 'a {
+    signals.map(move |s| {
+        let span = s.span();
+        respan(
+            quote! {
+                #[automatically_derived]
+                impl #p::Accepts<#s> for #ident {}
+            },
+            span,
+        )
+    })
+}
+
+/// The associated types of `impl Workflow`: state, message, reply and codec, each spanned at
+/// the user's type.
+fn assoc_types(p: &Private, args: &WorkflowArgs, wf: &WorkflowFn) -> TokenStream {
+    let (state_ty, message_ty, reply_ty) = (&wf.state.ty, &wf.message.ty, &wf.reply);
+    let state = quote_spanned!(state_ty.span()=> type State = #state_ty;);
+    let message = quote_spanned!(message_ty.span()=> type Message = #message_ty;);
+    let reply = quote_spanned!(reply_ty.span()=> type Reply = #reply_ty;);
+    let codec = match &args.codec {
+        Some(c) => quote_spanned!(c.span()=> type Codec = #c;),
+        None => quote!(type Codec = #p::JsonCodec;),
+    };
+    quote!(#state #message #reply #codec)
+}
+
+/// `state_eq`, `reply_eq` and `message_eq`: `PartialEq` of each type when it has one.
+fn eq_fns(p: &Private, wf: &WorkflowFn) -> TokenStream {
+    let eq_fn = |name: &str, ty: &dyn quote::ToTokens| {
+        let name = syn::Ident::new(name, Span::call_site());
+        quote! {
+            fn #name() -> #p::Option<#p::EqFn<#ty>> {
+                #[allow(unused_imports)]
+                use #p::{NoPartialEq as _, ViaPartialEq as _};
+                (&&#p::EqProbe::<#ty>::NEW).eq_fn()
+            }
+        }
+    };
+    let state = eq_fn("state_eq", &wf.state.ty);
+    let reply = eq_fn("reply_eq", &wf.reply);
+    let message = eq_fn("message_eq", &wf.message.ty);
+    quote!(#state #reply #message)
+}
+
+/// `Workflow::run`: the user's function, with its body repaired, inside it, called on the turn.
+fn run_fn(p: &Private, wf: &WorkflowFn, info: &BodyInfo) -> TokenStream {
+    let item = &wf.original;
+    let rest = &split_attrs(item).rest;
+    let ident = &item.sig.ident;
+    let (state_ty, state_pat) = (&wf.state.ty, &wf.state.pat);
+    let (message_ty, message_pat) = (&wf.message.ty, &wf.message.pat);
     let ctx_pat = &wf.ctx_pat;
     let ret = &wf.ret;
     let ctx_ty = quote!(&mut #p::Turn<#ident>);
@@ -179,33 +274,6 @@ pub(crate) fn generate(
         Some(e) => quote_spanned!(ret_span=> #p::into_turn_result::<_, #e>),
         None => quote_spanned!(ret_span=> #p::into_turn_result),
     };
-
-    let signals = &args.signals;
-    let accepts = signals.iter().chain(&info.unaccepted).map(|s| {
-        let span = s.span();
-        respan(
-            quote! {
-                #[automatically_derived]
-                impl #p::Accepts<#s> for #ident {}
-            },
-            span,
-        )
-    });
-    let distinct_names = distinct_signal_names(p, ident, signals);
-    let signal_names = signals
-        .iter()
-        .map(|s| respan(quote!(<#s as #p::Signal>::NAME), s.span()));
-
-    let assoc_types = {
-        let state = quote_spanned!(state_ty.span()=> type State = #state_ty;);
-        let message = quote_spanned!(message_ty.span()=> type Message = #message_ty;);
-        let reply = quote_spanned!(reply_ty.span()=> type Reply = #reply_ty;);
-        let codec = match &args.codec {
-            Some(c) => quote_spanned!(c.span()=> type Codec = #c;),
-            None => quote!(type Codec = #p::JsonCodec;),
-        };
-        quote!(#state #message #reply #codec)
-    };
     // A `run` future that is not `Send` is reported at the user's function.
     let run_head = respan(
         quote! {
@@ -218,96 +286,67 @@ pub(crate) fn generate(
         },
         ident.span(),
     );
-    let options = options(p, args);
-    let schema = schema(p, wf, &name, &version, signals, calls);
-    let deps_impls = deps_ty.map(|deps| {
-        let assert = quote_spanned!(deps.span()=> #p::assert_deps::<#deps>());
-        quote! {
-            const _: () = #assert;
-            #[automatically_derived]
-            impl ::core::clone::Clone for #ident {
-                fn clone(&self) -> Self {
-                    Self(::core::clone::Clone::clone(&self.0))
-                }
-            }
-            #[automatically_derived]
-            impl ::core::fmt::Debug for #ident {
-                fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
-                    f.debug_tuple(::core::stringify!(#ident)).finish_non_exhaustive()
-                }
+    quote! {
+        #run_head {
+            #(#rest)*
+            #repaired
+            #[allow(clippy::needless_pass_by_value, clippy::unused_async)]
+            #asyncness #fn_token #ident(
+                #ctx_pat: &mut #p::Turn<#ident>,
+                #state_pat: #state_ty,
+                #message_pat: #message_ty
+                #deps_param
+            ) -> #ret #block
+
+            #finish(#ident(#turn, #state, #message #deps_arg).await)
+        }
+    }
+}
+
+/// What a workflow over dependencies `deps` adds: the check that `deps` can be a workflow's
+/// dependencies, and `Clone` and `Debug` for the struct (`Debug` whatever `deps` is).
+fn deps_impls(p: &Private, ident: &syn::Ident, deps: &Type) -> TokenStream {
+    let assert = quote_spanned!(deps.span()=> #p::assert_deps::<#deps>());
+    quote! {
+        const _: () = #assert;
+        #[automatically_derived]
+        impl ::core::clone::Clone for #ident {
+            fn clone(&self) -> Self {
+                Self(::core::clone::Clone::clone(&self.0))
             }
         }
-    });
-    let allowed = allowed_lints();
+        #[automatically_derived]
+        impl ::core::fmt::Debug for #ident {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_tuple(::core::stringify!(#ident)).finish_non_exhaustive()
+            }
+        }
+    }
+}
+
+/// `impl Name { pub fn schema(&self) -> WorkflowSchema }`, with the function's visibility.
+fn schema_impl(
+    p: &Private,
+    wf: &WorkflowFn,
+    name: &str,
+    version: &str,
+    signals: &[syn::Path],
+    calls: &[DurableCall],
+) -> TokenStream {
+    let ident = &wf.original.sig.ident;
+    let vis = &wf.original.vis;
+    let schema = schema(p, wf, name, version, signals, calls);
     let schema_doc = format!(
         " The JSON Schemas of the `{name}` workflow: its message, state and reply, each accepted signal by name and each step output known at compile time, by key."
     );
-
     quote! {
-        #the_struct
-
-        #(#cfgs)*
-        #[doc(hidden)]
-        #allowed
-        const _: () = {
-            #[automatically_derived]
-            impl #p::Workflow for #ident {
-                #assoc_types
-                const NAME: &'static ::core::primitive::str = #name;
-                const VERSION: &'static ::core::primitive::str = #version;
-                const SIGNALS: &'static [&'static ::core::primitive::str] = &[#(#signal_names),*];
-
-                #options
-
-                fn schema(&self) -> #p::Option<#p::WorkflowSchema> {
-                    #p::Option::Some(#ident::schema(self))
-                }
-
-                fn state_eq() -> #p::Option<#p::EqFn<#state_ty>> {
-                    #[allow(unused_imports)]
-                    use #p::{NoPartialEq as _, ViaPartialEq as _};
-                    (&&#p::EqProbe::<#state_ty>::NEW).eq_fn()
-                }
-
-                fn reply_eq() -> #p::Option<#p::EqFn<#reply_ty>> {
-                    #[allow(unused_imports)]
-                    use #p::{NoPartialEq as _, ViaPartialEq as _};
-                    (&&#p::EqProbe::<#reply_ty>::NEW).eq_fn()
-                }
-
-                fn message_eq() -> #p::Option<#p::EqFn<#message_ty>> {
-                    #[allow(unused_imports)]
-                    use #p::{NoPartialEq as _, ViaPartialEq as _};
-                    (&&#p::EqProbe::<#message_ty>::NEW).eq_fn()
-                }
-
-                #run_head {
-                    #(#rest)*
-                    #repaired
-                    #[allow(clippy::needless_pass_by_value, clippy::unused_async)]
-                    #asyncness #fn_token #ident(
-                        #ctx_pat: &mut #p::Turn<#ident>,
-                        #state_pat: #state_ty,
-                        #message_pat: #message_ty
-                        #deps_param
-                    ) -> #ret #block
-
-                    #finish(#ident(#turn, #state, #message #deps_arg).await)
-                }
+        impl #ident {
+            #[doc = #schema_doc]
+            #[must_use]
+            #vis fn schema(&self) -> #p::WorkflowSchema {
+                #schema
             }
-
-            #(#accepts)*
-            #distinct_names
-            #deps_impls
-
-            impl #ident {
-                #[doc = #schema_doc]
-                #[must_use]
-                #vis fn schema(&self) -> #p::WorkflowSchema {
-                    #schema
-                }
-            }
-        };
+        }
     }
 }
 
