@@ -341,42 +341,10 @@ impl Analyzer<'_> {
             Expr::Block(b) => self.block(&b.block),
             Expr::Unsafe(b) => self.block(&b.block),
             Expr::Const(b) => self.block(&b.block),
-            Expr::Async(b) => {
-                let before = self.calls.len();
-                let flow = self.block(&b.block);
-                if !awaited && self.check_stored_async(b, before) {
-                    self.stored_async.push(b);
-                }
-                flow
-            }
+            Expr::Async(b) => self.async_block(b, awaited),
             Expr::TryBlock(b) => self.block(&b.block),
-            Expr::If(i) => {
-                let mut flow = self.expr(&i.cond, false);
-                let then = self.block(&i.then_branch);
-                let other = match &i.else_branch {
-                    Some((_, e)) => self.expr(e, false),
-                    None => Flow::default(),
-                };
-                let alt = Self::either(vec![then, other]);
-                self.then(&mut flow, alt);
-                flow
-            }
-            Expr::Match(m) => {
-                let mut flow = self.expr(&m.expr, false);
-                let mut arms = Vec::new();
-                for arm in &m.arms {
-                    let mut f = match &arm.pat {
-                        Pat::Guard(g) => self.expr(&g.guard, false),
-                        _ => Flow::default(),
-                    };
-                    let body = self.expr(&arm.body, false);
-                    self.then(&mut f, body);
-                    arms.push(f);
-                }
-                let alt = Self::either(arms);
-                self.then(&mut flow, alt);
-                flow
-            }
+            Expr::If(i) => self.if_expr(i),
+            Expr::Match(m) => self.match_expr(m),
             Expr::ForLoop(f) => {
                 let flow = self.expr(&f.expr, false);
                 self.check_hash_iteration(&f.expr);
@@ -394,38 +362,15 @@ impl Analyzer<'_> {
                 self.in_loop(None, |a| a.block(&l.body));
                 Flow::default()
             }
-            Expr::Return(r) => {
-                let mut flow = match &r.expr {
-                    Some(e) => self.expr(e, false),
-                    None => Flow::default(),
-                };
-                flow.diverges = true;
-                flow
-            }
-            Expr::Break(b) => {
-                let mut flow = match &b.expr {
-                    Some(e) => self.expr(e, false),
-                    None => Flow::default(),
-                };
-                flow.diverges = true;
-                flow
-            }
+            Expr::Return(r) => self.diverging(r.expr.as_deref()),
+            Expr::Break(b) => self.diverging(b.expr.as_deref()),
             Expr::Continue(_) => Flow {
                 diverges: true,
                 ..Flow::default()
             },
             Expr::Closure(c) => self.expr(&c.body, false),
             Expr::Macro(m) => self.mac(&m.mac),
-            Expr::Call(c) => {
-                if let Expr::Path(p) = &*c.func {
-                    self.check_path(&p.path);
-                } else {
-                    let f = self.expr(&c.func, false);
-                    let rest = self.exprs(&c.args);
-                    return self.seq(f, rest);
-                }
-                self.exprs(&c.args)
-            }
+            Expr::Call(c) => self.call(c),
             Expr::Path(p) => {
                 self.check_path(&p.path);
                 Flow::default()
@@ -441,6 +386,71 @@ impl Analyzer<'_> {
                 self.exprs(children)
             }
         }
+    }
+
+    /// An `async` block (`awaited`: where it is made), reported when stored with a durable call
+    /// inside.
+    fn async_block(&mut self, b: &syn::ExprAsync, awaited: bool) -> Flow {
+        let before = self.calls.len();
+        let flow = self.block(&b.block);
+        if !awaited && self.check_stored_async(b, before) {
+            self.stored_async.push(b);
+        }
+        flow
+    }
+
+    /// `if`: the condition, then one branch or the other.
+    fn if_expr(&mut self, i: &syn::ExprIf) -> Flow {
+        let mut flow = self.expr(&i.cond, false);
+        let then = self.block(&i.then_branch);
+        let other = match &i.else_branch {
+            Some((_, e)) => self.expr(e, false),
+            None => Flow::default(),
+        };
+        let alt = Self::either(vec![then, other]);
+        self.then(&mut flow, alt);
+        flow
+    }
+
+    /// `match`: the scrutinee, then one arm (its guard, then its body).
+    fn match_expr(&mut self, m: &syn::ExprMatch) -> Flow {
+        let mut flow = self.expr(&m.expr, false);
+        let mut arms = Vec::new();
+        for arm in &m.arms {
+            let mut f = match &arm.pat {
+                Pat::Guard(g) => self.expr(&g.guard, false),
+                _ => Flow::default(),
+            };
+            let body = self.expr(&arm.body, false);
+            self.then(&mut f, body);
+            arms.push(f);
+        }
+        let alt = Self::either(arms);
+        self.then(&mut flow, alt);
+        flow
+    }
+
+    /// `return` or `break`, with the value `e` it carries out.
+    fn diverging(&mut self, e: Option<&Expr>) -> Flow {
+        let mut flow = match e {
+            Some(e) => self.expr(e, false),
+            None => Flow::default(),
+        };
+        flow.diverges = true;
+        flow
+    }
+
+    /// A call that is not a durable one: a function named by a path is checked (determinism);
+    /// any other callee runs before the arguments.
+    fn call(&mut self, c: &syn::ExprCall) -> Flow {
+        if let Expr::Path(p) = &*c.func {
+            self.check_path(&p.path);
+        } else {
+            let f = self.expr(&c.func, false);
+            let rest = self.exprs(&c.args);
+            return self.seq(f, rest);
+        }
+        self.exprs(&c.args)
     }
 
     fn seq(&self, mut a: Flow, b: Flow) -> Flow {
