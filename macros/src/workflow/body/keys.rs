@@ -3,9 +3,9 @@
 //! the body compose here: in sequence ([`Analyzer::then`]) or as alternatives
 //! ([`Analyzer::either`]).
 
-use proc_macro2::Span;
+use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
-use syn::{Expr, Lit, LitStr, Pat};
+use syn::{Expr, ExprMethodCall, Lit, LitStr, Pat};
 
 use super::{first_type_arg, Analyzer, Base, CallKind, Chain, DurableCall, Flow};
 
@@ -73,94 +73,19 @@ impl Analyzer<'_> {
     pub(super) fn durable(&mut self, chain: &Chain, e: &Expr, awaited: bool) -> Flow {
         let mut flow = Flow::default();
         // The arguments run first.
-        let (method, args): (Option<&syn::Ident>, Vec<&Expr>) = match &chain.base {
-            Base::Method(m) => {
-                let skip_closure = m.method == "step" || m.method == "transact";
-                let args = m
-                    .args
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| !(skip_closure && *i == 1))
-                    .map(|(_, a)| a)
-                    .collect();
-                (Some(&m.method), args)
-            }
-            Base::StepFn(c, _) => (None, c.args.iter().skip(1).collect()),
-        };
-        let args = self.exprs(args.into_iter().chain(chain.builder_args.iter().copied()));
+        let args = self.exprs(
+            call_args(chain)
+                .into_iter()
+                .chain(chain.builder_args.iter().copied()),
+        );
         self.then(&mut flow, args);
 
-        let (head, call) = match &chain.base {
-            Base::Method(m) => {
-                let (recv, dot, method) = (&m.receiver, &m.dot_token, &m.method);
-                (
-                    quote::quote!(#recv #dot #method),
-                    format!("{}.{method}(..)", self.s.ctx),
-                )
-            }
-            Base::StepFn(_, path) => {
-                let name = path
-                    .segments
-                    .last()
-                    .map(|s| s.ident.to_string())
-                    .unwrap_or_default();
-                (quote::quote!(#path), format!("{name}({}, ..)", self.s.ctx))
-            }
+        let (head, call) = self.shown(chain);
+        let (kind, default_key, example) = match &chain.base {
+            Base::Method(m) => self.method_call(m),
+            Base::StepFn(_, path) => self.step_fn_call(path, e.span()),
         };
-        let span = e.span();
-        let (kind, default_key, example) = match (&chain.base, method) {
-            (Base::Method(m), Some(method)) => {
-                let kind = match method.to_string().as_str() {
-                    "step" | "transact" => CallKind::Step(first_type_arg(m.turbofish.as_ref())),
-                    "sleep" => CallKind::Sleep,
-                    "wait_for_signal" => {
-                        self.check_signal(m);
-                        CallKind::Wait
-                    }
-                    "now" => CallKind::Now,
-                    "call_child" | "start_child" | "await_child" => CallKind::Child,
-                    _ => CallKind::Random,
-                };
-                let key = m
-                    .args
-                    .first()
-                    .map(KeyExpr::from_expr)
-                    .unwrap_or(KeyExpr::Dynamic);
-                let ctx = self.s.ctx;
-                let example = match method.to_string().as_str() {
-                    "step" => format!("{ctx}.step(format!(\"KEY-{{i}}\"), ..)"),
-                    "transact" => format!("{ctx}.transact(format!(\"KEY-{{i}}\"), ..)"),
-                    "sleep" => format!("{ctx}.sleep(format!(\"KEY-{{i}}\"), ..)"),
-                    "wait_for_signal" => {
-                        format!("{ctx}.wait_for_signal(format!(\"KEY-{{i}}\"), ..)")
-                    }
-                    "call_child" | "start_child" | "await_child" => {
-                        format!("{ctx}.{method}(format!(\"KEY-{{i}}\"), ..)")
-                    }
-                    other => format!("{ctx}.{other}(format!(\"KEY-{{i}}\"))"),
-                };
-                (kind, key, example)
-            }
-            (Base::StepFn(_, path), _) => {
-                let name = path
-                    .segments
-                    .last()
-                    .map(|s| s.ident.to_string().trim_start_matches("r#").to_owned())
-                    .unwrap_or_default();
-                let fn_span = path.segments.last().map_or(span, |s| s.ident.span());
-                let example = format!("{name}({}, ..).key(format!(\"KEY-{{i}}\"))", self.s.ctx);
-                (
-                    CallKind::StepFn(strip_args(path)),
-                    KeyExpr::Default(name, fn_span),
-                    example,
-                )
-            }
-            (Base::Method(_), None) => unreachable!("a method call has a method"),
-        };
-        let key = match chain.key_override {
-            Some(k) => KeyExpr::from_expr(k),
-            None => default_key,
-        };
+        let key = chain.key_override.map_or(default_key, KeyExpr::from_expr);
 
         let repaired = std::ptr::eq(e, self.try_operand);
         if self.check_awaited(awaited, &head, &call) && !repaired {
@@ -179,11 +104,7 @@ impl Analyzer<'_> {
             KeyExpr::Dynamic => None,
         };
         if let Some((text, at)) = &literal {
-            if self.check_key_rules(text, *at)
-                && self.check_key_not_fixed_in_loop(text, *at, &example)
-            {
-                flow.keys.push((text.clone(), *at));
-            }
+            self.fixed_key(text, *at, &example, &mut flow);
         }
         flow.path.push(head);
         self.shown.push(call);
@@ -192,6 +113,89 @@ impl Analyzer<'_> {
             key: literal.map(|(k, _)| k),
         });
         flow
+    }
+
+    /// A durable call as the path of calls shows it (`ctx.step`) and as messages show it
+    /// (`ctx.step(..)`, `name(ctx, ..)`).
+    fn shown(&self, chain: &Chain) -> (TokenStream, String) {
+        match &chain.base {
+            Base::Method(m) => {
+                let (recv, dot, method) = (&m.receiver, &m.dot_token, &m.method);
+                (
+                    quote::quote!(#recv #dot #method),
+                    format!("{}.{method}(..)", self.s.ctx),
+                )
+            }
+            Base::StepFn(_, path) => {
+                let name = path
+                    .segments
+                    .last()
+                    .map(|s| s.ident.to_string())
+                    .unwrap_or_default();
+                (quote::quote!(#path), format!("{name}({}, ..)", self.s.ctx))
+            }
+        }
+    }
+
+    /// A durable method on the context, `m`: its kind (checking a signal wait's signal), its key
+    /// and the call with the key `KEY-{i}`, for messages.
+    fn method_call(&mut self, m: &ExprMethodCall) -> (CallKind, KeyExpr, String) {
+        let method = &m.method;
+        let kind = match method.to_string().as_str() {
+            "step" | "transact" => CallKind::Step(first_type_arg(m.turbofish.as_ref())),
+            "sleep" => CallKind::Sleep,
+            "wait_for_signal" => {
+                self.check_signal(m);
+                CallKind::Wait
+            }
+            "now" => CallKind::Now,
+            "call_child" | "start_child" | "await_child" => CallKind::Child,
+            _ => CallKind::Random,
+        };
+        let key = m
+            .args
+            .first()
+            .map(KeyExpr::from_expr)
+            .unwrap_or(KeyExpr::Dynamic);
+        let ctx = self.s.ctx;
+        let example = match method.to_string().as_str() {
+            "step" => format!("{ctx}.step(format!(\"KEY-{{i}}\"), ..)"),
+            "transact" => format!("{ctx}.transact(format!(\"KEY-{{i}}\"), ..)"),
+            "sleep" => format!("{ctx}.sleep(format!(\"KEY-{{i}}\"), ..)"),
+            "wait_for_signal" => {
+                format!("{ctx}.wait_for_signal(format!(\"KEY-{{i}}\"), ..)")
+            }
+            "call_child" | "start_child" | "await_child" => {
+                format!("{ctx}.{method}(format!(\"KEY-{{i}}\"), ..)")
+            }
+            other => format!("{ctx}.{other}(format!(\"KEY-{{i}}\"))"),
+        };
+        (kind, key, example)
+    }
+
+    /// A `#[step]` function named by `path` (the call at `span`): its kind, its default key
+    /// (its name) and the call with the key `KEY-{i}`, for messages.
+    fn step_fn_call(&self, path: &syn::Path, span: Span) -> (CallKind, KeyExpr, String) {
+        let name = path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string().trim_start_matches("r#").to_owned())
+            .unwrap_or_default();
+        let fn_span = path.segments.last().map_or(span, |s| s.ident.span());
+        let example = format!("{name}({}, ..).key(format!(\"KEY-{{i}}\"))", self.s.ctx);
+        (
+            CallKind::StepFn(strip_args(path)),
+            KeyExpr::Default(name, fn_span),
+            example,
+        )
+    }
+
+    /// A fixed key `text` (at `at`) keeps the key rules and is not fixed inside a loop (the
+    /// message shows `example`); then it is one of `flow`'s keys.
+    fn fixed_key(&self, text: &str, at: Span, example: &str, flow: &mut Flow) {
+        if self.check_key_rules(text, at) && self.check_key_not_fixed_in_loop(text, at, example) {
+            flow.keys.push((text.to_owned(), at));
+        }
     }
 
     /// Check a group member's key as a durable call's (valid, not fixed inside a loop) and add
@@ -205,10 +209,8 @@ impl Analyzer<'_> {
         let KeyExpr::Literal(lit) = key else {
             return None;
         };
-        let (text, at) = (lit.value(), lit.span());
-        if self.check_key_rules(&text, at) && self.check_key_not_fixed_in_loop(&text, at, example) {
-            flow.keys.push((text.clone(), at));
-        }
+        let text = lit.value();
+        self.fixed_key(&text, lit.span(), example, flow);
         Some(text)
     }
 
@@ -259,6 +261,23 @@ impl Analyzer<'_> {
         self.cx
             .error_at(*first, format!("step key `{key}` is first used here"));
         false
+    }
+}
+
+/// The arguments of a durable call that run before it: all but its context, and for `step`
+/// and `transact` the closure, which runs as the step.
+fn call_args<'e>(chain: &Chain<'e>) -> Vec<&'e Expr> {
+    match &chain.base {
+        Base::Method(m) => {
+            let skip_closure = m.method == "step" || m.method == "transact";
+            m.args
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !(skip_closure && *i == 1))
+                .map(|(_, a)| a)
+                .collect()
+        }
+        Base::StepFn(c, _) => c.args.iter().skip(1).collect(),
     }
 }
 
