@@ -2,7 +2,7 @@
 //! in `crate::signature`, and its own, in [`super::check`]): what the expansion needs, with the
 //! user's tokens kept for spans.
 
-use syn::{ItemFn, Pat, PatType, Signature, Type};
+use syn::{ItemFn, Pat, PatType, Type};
 
 use super::{check, WORKFLOW};
 use crate::ctxt::Ctxt;
@@ -46,7 +46,7 @@ impl WorkflowFn {
             }
         }
         let ctx_at = typed.iter().position(|t| is_turn(&t.ty));
-        fatal |= !turn_context(cx, sig, &typed, ctx_at);
+        fatal |= !check::turn_context(cx, sig, &typed, ctx_at);
         fatal |= !check::arity(cx, sig, &typed, ctx_at.is_some());
         let deps = typed.get(3).map(|t| (t, check::deps_borrowed(cx, t)));
         fatal |= deps.is_some_and(|(_, d)| d.is_none());
@@ -76,19 +76,4 @@ impl WorkflowFn {
             error,
         })
     }
-}
-
-/// The turn context rules, given where the first parameter of `typed` that is `&mut Turn` is
-/// (`ctx_at`): there is one, it is the first parameter, the only one and borrowed mutably.
-fn turn_context(cx: &Ctxt, sig: &Signature, typed: &[&PatType], ctx_at: Option<usize>) -> bool {
-    let Some(at) = ctx_at else {
-        check::missing_turn_context(cx, sig, typed);
-        return false;
-    };
-    if !signature::context_first(cx, &WORKFLOW, typed[at], at) {
-        return false;
-    }
-    let one = check::one_turn_context(cx, typed);
-    let mutable = check::turn_context_mutable(cx, typed[0]);
-    one && mutable
 }

@@ -7,7 +7,7 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{GenericArgument, PatType, PathArguments, Signature, Type};
 
-use super::SHAPE;
+use super::{SHAPE, WORKFLOW};
 use crate::ctxt::Ctxt;
 use crate::signature::{self, is_turn};
 
@@ -22,9 +22,29 @@ pub(super) fn not_variadic(cx: &Ctxt, sig: &Signature) {
     }
 }
 
+/// The turn context rules, given where the first parameter of `typed` that is `&mut Turn` is
+/// (`ctx_at`): there is one, it is the first parameter, the only one and borrowed mutably.
+pub(super) fn turn_context(
+    cx: &Ctxt,
+    sig: &Signature,
+    typed: &[&PatType],
+    ctx_at: Option<usize>,
+) -> bool {
+    let Some(at) = ctx_at else {
+        missing_turn_context(cx, sig, typed);
+        return false;
+    };
+    if !signature::context_first(cx, &WORKFLOW, typed[at], at) {
+        return false;
+    }
+    let one = one_turn_context(cx, typed);
+    let mutable = turn_context_mutable(cx, typed[0]);
+    one && mutable
+}
+
 /// A turn context is taken (`typed`: the parameters; none of them is `&mut Turn`). Reported at
 /// the first parameter, or at the name when there is none.
-pub(super) fn missing_turn_context(cx: &Ctxt, sig: &Signature, typed: &[&PatType]) {
+fn missing_turn_context(cx: &Ctxt, sig: &Signature, typed: &[&PatType]) {
     let at: Box<dyn ToTokens> = match typed.first() {
         Some(first) => Box::new((*first).clone()),
         None => Box::new(sig.ident.clone()),
@@ -36,7 +56,7 @@ pub(super) fn missing_turn_context(cx: &Ctxt, sig: &Signature, typed: &[&PatType
 }
 
 /// One turn context: no parameter after the first is `&mut Turn` too.
-pub(super) fn one_turn_context(cx: &Ctxt, typed: &[&PatType]) -> bool {
+fn one_turn_context(cx: &Ctxt, typed: &[&PatType]) -> bool {
     let mut one = true;
     for extra in typed.iter().skip(1).filter(|t| is_turn(&t.ty)) {
         cx.error_spanned_by(extra, "a `#[workflow]` function takes one turn context");
@@ -46,7 +66,7 @@ pub(super) fn one_turn_context(cx: &Ctxt, typed: &[&PatType]) -> bool {
 }
 
 /// The turn context `ctx` is borrowed mutably.
-pub(super) fn turn_context_mutable(cx: &Ctxt, ctx: &PatType) -> bool {
+fn turn_context_mutable(cx: &Ctxt, ctx: &PatType) -> bool {
     match &*ctx.ty {
         Type::Reference(r) if r.mutability.is_none() => {
             cx.error_spanned_by(
