@@ -266,8 +266,8 @@ impl Writer {
     /// a sleeping thread costs about as much again, on every call; a short spin saves that at
     /// the price of a little CPU right after each batch. After a batch of several there is no
     /// poll: the callers are many, their next requests queue up while the writer sleeps, and
-    /// the poll's yields would take the CPU from the threads making them (on two cores at
-    /// c = 64, the process's system time was 5–17 % lower without it). With dirty instances,
+    /// the poll's yields would take the CPU from the threads making them (docs/performance.md
+    /// has the measurement). With dirty instances,
     /// an idle writer flushes them. `None` when every handle is gone.
     fn next_request(&mut self, poll: bool) -> Option<Request> {
         let spin = if poll { WRITER_SPIN } else { Duration::ZERO };
