@@ -355,7 +355,13 @@ mod tests {
         refused(json!({"kind": "yearly"}), "unknown variant `yearly`");
         refused(json!({"kind": "once"}), "missing field `at_ms`");
         refused(json!({"at_ms": 5}), "missing field `kind`");
-        refused(json!({"kind": "after", "delay_ms": -1}), "expected u64");
+        // serde_json words a negative u64 by its number representation: "expected u64", or
+        // "invalid number" under `arbitrary_precision` (the `exact-numbers` feature).
+        let negative = read(json!({"kind": "after", "delay_ms": -1})).unwrap_err();
+        assert!(
+            negative.contains("expected u64") || negative.contains("invalid number"),
+            "a negative delay_ms: {negative}"
+        );
         refused(json!([1]), "a schedule spec");
     }
 }
