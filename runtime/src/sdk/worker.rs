@@ -491,6 +491,8 @@ impl Worker {
     }
 
     /// Run one claimed attempt to its end.
+    /// One claimed turn's attempt, in its trace and span: build its shared context, run its
+    /// handler, conclude it with the backend.
     async fn drive(&self, task: TurnTask, mut stop: watch::Receiver<Stop>) {
         // The trace the message was admitted in, else a new one for this attempt.
         let trace = task
@@ -509,106 +511,152 @@ impl Worker {
         );
         let started = Instant::now();
         let workflow_type = task.workflow_type.clone();
-        let outcome = trace.scope(async move {
-            let wref = WorkflowRef::new(task.workflow_type.clone(), task.turn.version.clone());
-            let Some(workflow) = self.registry.by_ref.get(&wref).cloned() else {
-                // Never fail a turn we cannot run: the server recovers it by lease expiry.
-                tracing::error!(?wref, "the server returned an unregistered workflow version");
-                return None;
-            };
-            let lease =
-                Lease { workflow_id: task.turn.workflow_id.clone(), turn: task.turn.number, token: task.token.clone() };
-            let (interrupt, mut interrupted) = watch::channel(None);
-            let (heartbeats, mut beating) = watch::channel(true);
-            let shared = Arc::new(TurnShared {
-                backend: self.backend.clone(),
-                lease: lease.clone(),
-                effect_prefix: task.effect_prefix.clone(),
-                workflow: task.workflow_type.clone(),
-                version: task.turn.version.clone(),
-                interrupt,
-                heartbeats,
-                progress_every: self.options.progress_every,
-                clock: self.clock.clone(),
-                steps_max: task
-                    .steps_max
-                    .map_or(MAX_STEPS, |n| usize::try_from(n).unwrap_or(usize::MAX)),
-                held: Default::default(),
-            });
-            let every = Duration::from_millis((task.lease_ms / 3).max(20));
-            let beat_timeout = Duration::from_millis((task.lease_ms / 3).max(50));
-            let mut fut = CatchPanic(SendHeldWhenWaiting {
-                shared: shared.clone(),
-                fut: workflow.run(shared.clone(), task),
-            });
-            let mut next_beat = Instant::now() + every;
-            enum End {
-                Finished(Result<Finished, TurnError>),
-                Interrupted(Option<Interrupt>),
-                Release,
-            }
-            let end = loop {
-                let beat = *beating.borrow_and_update();
-                tokio::select! {
-                    biased;
-                    _ = interrupted.changed() => break End::Interrupted(interrupted.borrow().clone()),
-                    r = &mut fut => break End::Finished(r.unwrap_or_else(|panic| {
-                        // A panicking handler fails its attempt like an ordinary error, instead
-                        // of unwinding through the slot (which lost the slot, and with one slot
-                        // the whole worker, while the turn waited for its lease to expire).
-                        Err(TurnError::retry(format!("the handler panicked: {}", panic_message(&*panic))))
-                    })),
-                    changed = stop.changed() => {
-                        if changed.is_err() || *stop.borrow() == Stop::Release { break End::Release; }
-                    }
-                    _ = beating.changed() => { next_beat = Instant::now() + every; }
-                    () = tokio::time::sleep_until(next_beat), if beat => {
-                        match tokio::time::timeout(beat_timeout, self.backend.heartbeat_ack(lease.clone())).await {
-                            Ok(Ok(_)) => next_beat = Instant::now() + every,
-                            Ok(Err(e)) => break End::Interrupted(Some(Interrupt::Lost(e.to_string()))),
-                            Err(_) => break End::Interrupted(Some(Interrupt::Lost("the heartbeat timed out".into()))),
-                        }
-                    }
+        let outcome = trace
+            .scope(
+                async move {
+                    let (workflow, mut attempt) = self.build(&task)?;
+                    let handler = workflow.run(attempt.shared.clone(), task);
+                    let end = self.run_handler(&mut attempt, handler, &mut stop).await;
+                    Some(self.conclude(attempt, end).await)
                 }
-            };
-            // Dropping the handler future here is what suspends it: no code after the await
-            // that interrupted it ever runs.
-            drop(fut);
-            // A step the attempt finished is saved before the attempt reports how it ended,
-            // so the next attempt replays it.
-            match end {
-                End::Interrupted(why) => {
-                    if !matches!(why, Some(Interrupt::Lost(_))) {
-                        let _ = flush_held(&shared).await;
-                    }
-                    tracing::debug!(?why, "attempt ended without an answer");
-                    Some("interrupted")
-                }
-                End::Release => {
-                    if !matches!(flush_held(&shared).await, Err(None)) {
-                        self.release_lease(lease).await;
-                    }
-                    Some("released")
-                }
-                End::Finished(Ok(done)) => {
-                    self.complete(&shared, lease, done).await;
-                    Some("completed")
-                }
-                End::Finished(Err(e)) => {
-                    // A refused checkpoint is reported instead of `e`.
-                    match flush_held(&shared).await {
-                        Ok(()) => self.fail(lease, e).await,
-                        Err(Some(refused)) => self.fail(lease, refused).await,
-                        Err(None) => tracing::debug!("turn lost before failing"),
-                    }
-                    Some("failed")
-                }
-            }
-        }
-        .instrument(span))
-        .await;
+                .instrument(span),
+            )
+            .await;
         if let Some(outcome) = outcome {
             crate::metrics::worker_turn(&workflow_type, outcome, started.elapsed());
+        }
+    }
+
+    /// The attempt's shared turn context and the channels its handler and heartbeats report
+    /// through, with the registered workflow that runs it; `None` for a workflow version this
+    /// worker does not run.
+    fn build(&self, task: &TurnTask) -> Option<(Arc<dyn Runnable>, Attempt)> {
+        let wref = WorkflowRef::new(task.workflow_type.clone(), task.turn.version.clone());
+        let Some(workflow) = self.registry.by_ref.get(&wref).cloned() else {
+            // Never fail a turn we cannot run: the server recovers it by lease expiry.
+            tracing::error!(
+                ?wref,
+                "the server returned an unregistered workflow version"
+            );
+            return None;
+        };
+        let lease = Lease {
+            workflow_id: task.turn.workflow_id.clone(),
+            turn: task.turn.number,
+            token: task.token.clone(),
+        };
+        let (interrupt, interrupted) = watch::channel(None);
+        let (heartbeats, beating) = watch::channel(true);
+        let shared = Arc::new(TurnShared {
+            backend: self.backend.clone(),
+            lease: lease.clone(),
+            effect_prefix: task.effect_prefix.clone(),
+            workflow: task.workflow_type.clone(),
+            version: task.turn.version.clone(),
+            interrupt,
+            heartbeats,
+            progress_every: self.options.progress_every,
+            clock: self.clock.clone(),
+            steps_max: task
+                .steps_max
+                .map_or(MAX_STEPS, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+            held: Default::default(),
+        });
+        let attempt = Attempt {
+            shared,
+            lease,
+            interrupted,
+            beating,
+            every: Duration::from_millis((task.lease_ms / 3).max(20)),
+            beat_timeout: Duration::from_millis((task.lease_ms / 3).max(50)),
+        };
+        Some((workflow, attempt))
+    }
+
+    /// Run the handler to its end, heartbeating the lease while the handler asks for it, until
+    /// it finishes, an interrupt or a lost heartbeat stops it, or the worker releases it.
+    async fn run_handler(
+        &self,
+        attempt: &mut Attempt,
+        handler: BoxFuture<'_, Result<Finished, TurnError>>,
+        stop: &mut watch::Receiver<Stop>,
+    ) -> End {
+        let Attempt {
+            shared,
+            lease,
+            interrupted,
+            beating,
+            every,
+            beat_timeout,
+        } = attempt;
+        let (every, beat_timeout) = (*every, *beat_timeout);
+        let mut fut = CatchPanic(SendHeldWhenWaiting {
+            shared: shared.clone(),
+            fut: handler,
+        });
+        let mut next_beat = Instant::now() + every;
+        let end = loop {
+            let beat = *beating.borrow_and_update();
+            tokio::select! {
+                biased;
+                _ = interrupted.changed() => break End::Interrupted(interrupted.borrow().clone()),
+                r = &mut fut => break End::Finished(r.unwrap_or_else(|panic| {
+                    // A panicking handler fails its attempt like an ordinary error, instead
+                    // of unwinding through the slot (which lost the slot, and with one slot
+                    // the whole worker, while the turn waited for its lease to expire).
+                    Err(TurnError::retry(format!("the handler panicked: {}", panic_message(&*panic))))
+                })),
+                changed = stop.changed() => {
+                    if changed.is_err() || *stop.borrow() == Stop::Release { break End::Release; }
+                }
+                _ = beating.changed() => { next_beat = Instant::now() + every; }
+                () = tokio::time::sleep_until(next_beat), if beat => {
+                    match tokio::time::timeout(beat_timeout, self.backend.heartbeat_ack(lease.clone())).await {
+                        Ok(Ok(_)) => next_beat = Instant::now() + every,
+                        Ok(Err(e)) => break End::Interrupted(Some(Interrupt::Lost(e.to_string()))),
+                        Err(_) => break End::Interrupted(Some(Interrupt::Lost("the heartbeat timed out".into()))),
+                    }
+                }
+            }
+        };
+        // Dropping the handler future here is what suspends it: no code after the await
+        // that interrupted it ever runs.
+        drop(fut);
+        end
+    }
+
+    /// Report how the attempt ended to the backend; the outcome's metric label. A step the
+    /// attempt finished is saved before the attempt reports how it ended, so the next attempt
+    /// replays it.
+    async fn conclude(&self, attempt: Attempt, end: End) -> &'static str {
+        let Attempt { shared, lease, .. } = attempt;
+        match end {
+            End::Interrupted(why) => {
+                if !matches!(why, Some(Interrupt::Lost(_))) {
+                    let _ = flush_held(&shared).await;
+                }
+                tracing::debug!(?why, "attempt ended without an answer");
+                "interrupted"
+            }
+            End::Release => {
+                if !matches!(flush_held(&shared).await, Err(None)) {
+                    self.release_lease(lease).await;
+                }
+                "released"
+            }
+            End::Finished(Ok(done)) => {
+                self.complete(&shared, lease, done).await;
+                "completed"
+            }
+            End::Finished(Err(e)) => {
+                // A refused checkpoint is reported instead of `e`.
+                match flush_held(&shared).await {
+                    Ok(()) => self.fail(lease, e).await,
+                    Err(Some(refused)) => self.fail(lease, refused).await,
+                    Err(None) => tracing::debug!("turn lost before failing"),
+                }
+                "failed"
+            }
         }
     }
 
@@ -702,6 +750,29 @@ impl Worker {
             }
         }
     }
+}
+
+/// One attempt being driven: its shared turn context, its lease, and the channels its
+/// handler reports interrupts and heartbeat wishes through.
+struct Attempt {
+    shared: Arc<TurnShared>,
+    lease: Lease,
+    interrupted: watch::Receiver<Option<Interrupt>>,
+    beating: watch::Receiver<bool>,
+    /// How often the lease is heartbeaten: a third of the lease.
+    every: Duration,
+    /// How long one heartbeat may take before the lease counts as lost.
+    beat_timeout: Duration,
+}
+
+/// How an attempt's handler run ended.
+enum End {
+    /// The handler returned (or panicked, as a retryable error).
+    Finished(Result<Finished, TurnError>),
+    /// An interrupt stopped it, or a heartbeat lost the lease.
+    Interrupted(Option<Interrupt>),
+    /// The worker is stopping and releases the turn.
+    Release,
 }
 
 /// Send the attempt's held step checkpoint, if any, on its own, for the driver. `Err(None)`:
