@@ -423,9 +423,54 @@ impl<W: Workflow> Turn<W> {
         label: &str,
         plan: Vec<(String, StepOptions)>,
         limit: Option<usize>,
-        mut make: impl FnMut(usize, StepCtx) -> MemberBody<'a>,
+        make: impl FnMut(usize, StepCtx) -> MemberBody<'a>,
     ) -> Result<Vec<(String, Value)>, TurnError> {
-        let n = plan.len();
+        let start = self.position;
+        self.check_group_room(label, plan.len())?;
+        let mut outputs = self.replay_group(&plan)?;
+        let first_new = outputs
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(plan.len());
+        // The members save their own operations and checkpoints: a held step goes first.
+        self.shared.flush_held().await?;
+        let mut group = Group::new(self.shared.clone(), start, &plan, first_new, limit, make);
+        loop {
+            group.start_running();
+            group.start_saving(&plan);
+            if group.all_saved() {
+                break;
+            }
+            let (ended, saved) = group.progress().await;
+            for (i, end) in ended {
+                group.member_ended(i, end).await;
+            }
+            group.cancel_after_failure();
+            if let Some(r) = saved {
+                let Some((i, value)) = group.saving_done() else {
+                    continue;
+                };
+                let key = plan[i].0.clone();
+                if let Err((part, e)) = r {
+                    let what = format!("step `{key}` of {label}: {part}");
+                    return Err(self.shared.refused(&what, e).await);
+                }
+                self.remember_step(key, value.clone());
+                outputs[i] = Some(value);
+            }
+        }
+        if let Some((_, e)) = group.failed {
+            return Err(e);
+        }
+        Ok(plan
+            .into_iter()
+            .zip(outputs)
+            .map(|((key, _), out)| (key, out.unwrap_or(Value::Null)))
+            .collect())
+    }
+
+    /// Fail the turn for good if a group of `n` steps does not fit in the turn's budget.
+    fn check_group_room(&self, label: &str, n: usize) -> Result<(), TurnError> {
         let start = self.position;
         let max = self.shared.steps_max;
         if start + n > max {
@@ -439,23 +484,70 @@ impl<W: Workflow> Turn<W> {
                 ),
             ));
         }
-        let mut outputs: Vec<Option<Value>> = Vec::with_capacity(n);
-        for (key, _) in &plan {
+        Ok(())
+    }
+
+    /// Take each member's place in the turn, in order: its saved output if an earlier attempt
+    /// saved it, else `None`.
+    fn replay_group(
+        &mut self,
+        plan: &[(String, StepOptions)],
+    ) -> Result<Vec<Option<Value>>, TurnError> {
+        let mut outputs: Vec<Option<Value>> = Vec::with_capacity(plan.len());
+        for (key, _) in plan {
             let old = self.next(key, CheckpointKind::Step, None, None)?;
             outputs.push(old.map(|old| old.output));
         }
-        let first_new = outputs.iter().position(Option::is_none).unwrap_or(n);
-        // The members save their own operations and checkpoints: a held step goes first.
-        self.shared.flush_held().await?;
+        Ok(outputs)
+    }
+}
 
+/// A parallel group while it runs. Members start in order, at most `limit` at a time; they
+/// finish in any order; they are saved one at a time, in order, each once its predecessors
+/// are saved. A failed member stops the group at itself: the members before it still run and
+/// are saved, the ones after it are cancelled.
+struct Group<'a> {
+    shared: Arc<TurnShared>,
+    /// The turn position of member 0.
+    start: usize,
+    /// How many members may run at once.
+    limit: usize,
+    /// Each unsaved member's future, until it ends or is cancelled.
+    bodies: Vec<Option<MemberFuture<'a>>>,
+    /// The members running now.
+    running: Vec<usize>,
+    /// Outputs of members that ended but are not saved yet.
+    finished: Vec<Option<Value>>,
+    /// The next member to start.
+    next_start: usize,
+    /// The next member to save.
+    next_save: usize,
+    /// The first member that failed, with its error.
+    failed: Option<(usize, TurnError)>,
+    /// The member being saved, with its output.
+    saving: Option<(usize, Value, SaveFuture)>,
+}
+
+impl<'a> Group<'a> {
+    /// The group with a future for each member from `first_new` on (the ones before were
+    /// saved by an earlier attempt); `make(i, ctx)` builds member `i`'s body, in order.
+    fn new(
+        shared: Arc<TurnShared>,
+        start: usize,
+        plan: &[(String, StepOptions)],
+        first_new: usize,
+        limit: Option<usize>,
+        mut make: impl FnMut(usize, StepCtx) -> MemberBody<'a>,
+    ) -> Self {
+        let n = plan.len();
         let mut bodies: Vec<Option<MemberFuture<'a>>> = (0..n).map(|_| None).collect();
         for (i, (key, options)) in plan.iter().enumerate().skip(first_new) {
             let (ctx, writer) =
-                StepCtx::start_detached(self.shared.clone(), key, options.heartbeat_timeout);
+                StepCtx::start_detached(shared.clone(), key, options.heartbeat_timeout);
             let body = make(i, ctx.clone());
             let position = (start + i) as u32;
             bodies[i] = Some(member(
-                self.shared.clone(),
+                shared.clone(),
                 key,
                 *options,
                 position,
@@ -464,99 +556,122 @@ impl<W: Workflow> Turn<W> {
                 body,
             ));
         }
+        Group {
+            shared,
+            start,
+            limit: limit.unwrap_or(n).max(1),
+            bodies,
+            running: Vec::new(),
+            finished: (0..n).map(|_| None).collect(),
+            next_start: first_new,
+            next_save: first_new,
+            failed: None,
+            saving: None,
+        }
+    }
 
-        let limit = limit.unwrap_or(n).max(1);
-        let mut running: Vec<usize> = Vec::new();
-        let mut finished: Vec<Option<Value>> = (0..n).map(|_| None).collect();
-        let mut next_start = first_new;
-        let mut next_save = first_new;
-        let mut failed: Option<(usize, TurnError)> = None;
-        let mut saving: Option<(usize, Value, SaveFuture)> = None;
-        loop {
-            let stop_at = failed.as_ref().map_or(n, |(i, _)| *i);
-            while running.len() < limit && next_start < stop_at {
-                running.push(next_start);
-                next_start += 1;
-            }
-            if saving.is_none() && next_save < stop_at {
-                if let Some(value) = finished[next_save].take() {
-                    let (key, options) = &plan[next_save];
-                    let position = (start + next_save) as u32;
-                    let save = save(&self.shared, key, *options, position, value.clone());
-                    saving = Some((next_save, value, save));
-                }
-            }
-            if saving.is_none() && next_save >= stop_at {
-                break;
-            }
-            let (ended, saved) = std::future::poll_fn(|cx| {
-                let mut ended = Vec::new();
-                for &i in &running {
-                    if let Some(body) = bodies[i].as_mut() {
-                        if let Poll::Ready(end) = body.as_mut().poll(cx) {
-                            ended.push((i, end));
-                        }
-                    }
-                }
-                let saved = match saving.as_mut() {
-                    Some((_, _, fut)) => match fut.as_mut().poll(cx) {
-                        Poll::Ready(r) => Some(r),
-                        Poll::Pending => None,
-                    },
-                    None => None,
-                };
-                if ended.is_empty() && saved.is_none() {
-                    Poll::Pending
-                } else {
-                    Poll::Ready((ended, saved))
-                }
-            })
-            .await;
-            for (i, end) in ended {
-                running.retain(|r| *r != i);
-                bodies[i] = None;
-                match end {
-                    MemberEnd::Abandoned(why) => self.shared.stop(Interrupt::Abandoned(why)).await,
-                    MemberEnd::Done(Ok(value)) => finished[i] = Some(value),
-                    MemberEnd::Done(Err(e)) => {
-                        if failed.as_ref().is_none_or(|(f, _)| i < *f) {
-                            failed = Some((i, e));
-                        }
+    /// Where the group stops: at its first failed member, else after its last.
+    fn stop_at(&self) -> usize {
+        self.failed.as_ref().map_or(self.bodies.len(), |(i, _)| *i)
+    }
+
+    /// Start members, in order, while fewer than `limit` run.
+    fn start_running(&mut self) {
+        let stop_at = self.stop_at();
+        while self.running.len() < self.limit && self.next_start < stop_at {
+            self.running.push(self.next_start);
+            self.next_start += 1;
+        }
+    }
+
+    /// Start saving the next member in order if nothing is saving and it has finished.
+    fn start_saving(&mut self, plan: &[(String, StepOptions)]) {
+        if self.saving.is_some() || self.next_save >= self.stop_at() {
+            return;
+        }
+        if let Some(value) = self.finished[self.next_save].take() {
+            let (key, options) = &plan[self.next_save];
+            let position = (self.start + self.next_save) as u32;
+            let save = save(&self.shared, key, *options, position, value.clone());
+            self.saving = Some((self.next_save, value, save));
+        }
+    }
+
+    /// Whether every member before where the group stops is saved.
+    fn all_saved(&self) -> bool {
+        self.saving.is_none() && self.next_save >= self.stop_at()
+    }
+
+    /// Wait until a running member ends or the save in flight ends: the members that ended,
+    /// and the save's result if it ended.
+    async fn progress(
+        &mut self,
+    ) -> (
+        Vec<(usize, MemberEnd)>,
+        Option<Result<(), (&'static str, Error)>>,
+    ) {
+        std::future::poll_fn(|cx| {
+            let mut ended = Vec::new();
+            for &i in &self.running {
+                if let Some(body) = self.bodies[i].as_mut() {
+                    if let Poll::Ready(end) = body.as_mut().poll(cx) {
+                        ended.push((i, end));
                     }
                 }
             }
-            // The members after a failed one are cancelled: their outputs would follow a gap.
-            if let Some((f, _)) = &failed {
-                let f = *f;
-                running.retain(|&r| {
-                    if r > f {
-                        bodies[r] = None;
-                    }
-                    r < f
-                });
+            let saved = match self.saving.as_mut() {
+                Some((_, _, fut)) => match fut.as_mut().poll(cx) {
+                    Poll::Ready(r) => Some(r),
+                    Poll::Pending => None,
+                },
+                None => None,
+            };
+            if ended.is_empty() && saved.is_none() {
+                Poll::Pending
+            } else {
+                Poll::Ready((ended, saved))
             }
-            if let Some(r) = saved {
-                let Some((i, value, _)) = saving.take() else {
-                    continue;
-                };
-                let key = plan[i].0.clone();
-                if let Err((part, e)) = r {
-                    let what = format!("step `{key}` of {label}: {part}");
-                    return Err(self.shared.refused(&what, e).await);
+        })
+        .await
+    }
+
+    /// Member `i` ended: keep its output for saving, or remember it as the first failure;
+    /// a member past its timeout abandons the attempt.
+    async fn member_ended(&mut self, i: usize, end: MemberEnd) {
+        self.running.retain(|r| *r != i);
+        self.bodies[i] = None;
+        match end {
+            MemberEnd::Abandoned(why) => self.shared.stop(Interrupt::Abandoned(why)).await,
+            MemberEnd::Done(Ok(value)) => self.finished[i] = Some(value),
+            MemberEnd::Done(Err(e)) => {
+                if self.failed.as_ref().is_none_or(|(f, _)| i < *f) {
+                    self.failed = Some((i, e));
                 }
-                self.remember_step(key, value.clone());
-                outputs[i] = Some(value);
-                next_save += 1;
             }
         }
-        if let Some((_, e)) = failed {
-            return Err(e);
-        }
-        Ok(plan
-            .into_iter()
-            .zip(outputs)
-            .map(|((key, _), out)| (key, out.unwrap_or(Value::Null)))
-            .collect())
+    }
+
+    /// Cancel the members after a failed one: their outputs would follow a gap.
+    fn cancel_after_failure(&mut self) {
+        let Some((f, _)) = &self.failed else {
+            return;
+        };
+        let f = *f;
+        let bodies = &mut self.bodies;
+        self.running.retain(|&r| {
+            if r > f {
+                bodies[r] = None;
+            }
+            r < f
+        });
+    }
+
+    /// The save in flight ended: the member it saved and its output; the next save is the
+    /// member after it. Whether the save succeeded is the caller's to check.
+    fn saving_done(&mut self) -> Option<(usize, Value)> {
+        let (i, value, _) = self.saving.take()?;
+        self.next_save += 1;
+        Some((i, value))
     }
 }
 
