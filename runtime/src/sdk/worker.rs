@@ -560,7 +560,7 @@ impl Worker {
             steps_max: task
                 .steps_max
                 .map_or(MAX_STEPS, |n| usize::try_from(n).unwrap_or(usize::MAX)),
-            held: Default::default(),
+            deferred: Default::default(),
         });
         let attempt = Attempt {
             shared,
@@ -590,7 +590,7 @@ impl Worker {
             beat_timeout,
         } = attempt;
         let (every, beat_timeout) = (*every, *beat_timeout);
-        let mut fut = CatchPanic(SendHeldWhenWaiting {
+        let mut fut = CatchPanic(SendDeferredWhenWaiting {
             shared: shared.clone(),
             fut: handler,
         });
@@ -633,13 +633,13 @@ impl Worker {
         match end {
             End::Interrupted(why) => {
                 if !matches!(why, Some(Interrupt::Lost(_))) {
-                    let _ = flush_held(&shared).await;
+                    let _ = flush_deferred(&shared).await;
                 }
                 tracing::debug!(?why, "attempt ended without an answer");
                 "interrupted"
             }
             End::Release => {
-                if !matches!(flush_held(&shared).await, Err(None)) {
+                if !matches!(flush_deferred(&shared).await, Err(None)) {
                     self.release_lease(lease).await;
                 }
                 "released"
@@ -650,7 +650,7 @@ impl Worker {
             }
             End::Finished(Err(e)) => {
                 // A refused checkpoint is reported instead of `e`.
-                match flush_held(&shared).await {
+                match flush_deferred(&shared).await {
                     Ok(()) => self.fail(lease, e).await,
                     Err(Some(refused)) => self.fail(lease, refused).await,
                     Err(None) => tracing::debug!("turn lost before failing"),
@@ -684,8 +684,8 @@ impl Worker {
             usage: None,
             results: None,
         };
-        // The last step's checkpoint, if still held, goes with the completion.
-        let saved = match shared.take_held_raw().await {
+        // The last step's checkpoint, if still deferred, goes with the completion.
+        let saved = match shared.take_deferred_raw().await {
             Ok(None) => Ok(self.backend.complete_ack(req).await),
             Ok(Some(save)) => {
                 let key = save.key.clone();
@@ -775,21 +775,21 @@ enum End {
     Release,
 }
 
-/// Send the attempt's held step checkpoint, if any, on its own, for the driver. `Err(None)`:
+/// Send the attempt's deferred step checkpoint, if any, on its own, for the driver. `Err(None)`:
 /// the lease is lost, send nothing more; `Err(Some(e))`: the checkpoint was refused, report `e`.
-async fn flush_held(shared: &TurnShared) -> Result<(), Option<TurnError>> {
-    let flushed = shared.flush_held_raw().await;
+async fn flush_deferred(shared: &TurnShared) -> Result<(), Option<TurnError>> {
+    let flushed = shared.flush_deferred_raw().await;
     flushed.map_err(|(key, e)| refusal(&checkpoint_of(&key), e).ok())
 }
 
-/// A handler future that sends a held step checkpoint on its own whenever the handler waits
-/// (see [`Held`](crate::sdk::context::Held)): a step is never held across a wait.
-struct SendHeldWhenWaiting<F> {
+/// A handler future that sends a deferred step checkpoint on its own whenever the handler waits
+/// (see [`Deferred`](crate::sdk::context::Deferred)): a step checkpoint is never deferred across a wait.
+struct SendDeferredWhenWaiting<F> {
     shared: Arc<TurnShared>,
     fut: F,
 }
 
-impl<F: Future + Unpin> Future for SendHeldWhenWaiting<F> {
+impl<F: Future + Unpin> Future for SendDeferredWhenWaiting<F> {
     type Output = F::Output;
 
     fn poll(
@@ -798,7 +798,7 @@ impl<F: Future + Unpin> Future for SendHeldWhenWaiting<F> {
     ) -> std::task::Poll<Self::Output> {
         let poll = Pin::new(&mut self.fut).poll(cx);
         if poll.is_pending() {
-            self.shared.send_held();
+            self.shared.send_deferred();
         }
         poll
     }

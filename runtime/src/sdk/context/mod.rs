@@ -56,46 +56,49 @@ pub(crate) struct TurnShared {
     pub(crate) clock: Arc<dyn Clock>,
     /// The most durable calls the turn may hold: the claim's `steps_max`, else [`MAX_STEPS`].
     pub(crate) steps_max: usize,
-    /// A finished step's checkpoint not sent yet (see [`Held`]).
-    pub(crate) held: Mutex<Held>,
+    /// A finished step's checkpoint not sent yet (see [`Deferred`]).
+    pub(crate) deferred: Mutex<Deferred>,
 }
 
-/// A finished step's checkpoint on its way to the backend.
+/// A deferred checkpoint: a finished step's checkpoint not sent yet. "Deferred" is the one
+/// word for it here: [`TurnShared::defer`] puts it aside, [`TurnShared::send_deferred`],
+/// [`TurnShared::take_deferred`] and [`TurnShared::flush_deferred`] send it, and the
+/// driver's `SendDeferredWhenWaiting` sends it when the handler waits.
 ///
 /// A step's output is not sent the moment the step returns: it goes with the durable call
 /// that follows, the next step's operation ([`Backend::checkpoint_then_operation`]) or the
 /// turn's completion ([`Backend::checkpoint_then_complete`]), which the embedded engine writes
-/// as one commit instead of two. It is never held across a wait: when the handler's future
-/// waits on anything but the backend, the driver sends it on its own ([`TurnShared::send_held`]),
+/// as one commit instead of two. It is never deferred across a wait: when the handler's future
+/// waits on anything but the backend, the driver sends it on its own ([`TurnShared::send_deferred`]),
 /// and every other durable call (a sleep, a signal wait, a parallel group, a child) sends it
-/// first ([`TurnShared::flush_held`]). So a step is saved before the handler next waits on
+/// first ([`TurnShared::flush_deferred`]). So a step is saved before the handler next waits on
 /// anything, and before any later durable call.
 #[derive(Default)]
-pub(crate) enum Held {
-    /// Nothing held.
+pub(crate) enum Deferred {
+    /// Nothing deferred.
     #[default]
     Nothing,
-    /// A step's checkpoint, held for the next durable call.
+    /// A step's checkpoint, deferred to the next durable call.
     Step(CheckpointRequest),
     /// A step's checkpoint being sent on its own: the task sending it, and the step's key.
     Sending(tokio::task::JoinHandle<Result<(), Error>>, String),
 }
 
 impl TurnShared {
-    /// Hold a finished step's checkpoint for the next durable call.
-    pub(crate) fn hold(&self, save: CheckpointRequest) {
-        *self.held.lock().unwrap_or_else(|p| p.into_inner()) = Held::Step(save);
+    /// Defer a finished step's checkpoint to the next durable call.
+    pub(crate) fn defer(&self, save: CheckpointRequest) {
+        *self.deferred.lock().unwrap_or_else(|p| p.into_inner()) = Deferred::Step(save);
     }
 
-    /// The handler waits on something: send a held checkpoint now, on its own (the next
+    /// The handler waits on something: send a deferred checkpoint now, on its own (the next
     /// durable call waits for it).
-    pub(crate) fn send_held(&self) {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        *held = match std::mem::take(&mut *held) {
-            Held::Step(save) => {
+    pub(crate) fn send_deferred(&self) {
+        let mut deferred = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        *deferred = match std::mem::take(&mut *deferred) {
+            Deferred::Step(save) => {
                 let key = save.key.clone();
                 let backend = self.backend.clone();
-                Held::Sending(
+                Deferred::Sending(
                     tokio::spawn(async move { backend.checkpoint_ack(save).await }),
                     key,
                 )
@@ -104,23 +107,26 @@ impl TurnShared {
         };
     }
 
-    /// The held checkpoint, to send with the next durable call: `None` when nothing is held
+    /// The deferred checkpoint, to send with the next durable call: `None` when nothing is deferred
     /// or it was sent on its own (then after its answer: a refusal is the step's).
-    pub(crate) async fn take_held(&self) -> Result<Option<CheckpointRequest>, TurnError> {
-        match self.take_held_raw().await {
-            Ok(held) => Ok(held),
+    pub(crate) async fn take_deferred(&self) -> Result<Option<CheckpointRequest>, TurnError> {
+        match self.take_deferred_raw().await {
+            Ok(deferred) => Ok(deferred),
             Err(refused) => Err(self.checkpoint_refused(refused).await),
         }
     }
 
-    /// [`take_held`](Self::take_held) for the driver, which must not stop itself: a refusal
+    /// [`take_deferred`](Self::take_deferred) for the driver, which must not stop itself: a refusal
     /// of a checkpoint sent on its own is answered with the step's key.
-    pub(crate) async fn take_held_raw(&self) -> Result<Option<CheckpointRequest>, (String, Error)> {
-        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()));
-        match held {
-            Held::Nothing => Ok(None),
-            Held::Step(save) => Ok(Some(save)),
-            Held::Sending(task, key) => {
+    pub(crate) async fn take_deferred_raw(
+        &self,
+    ) -> Result<Option<CheckpointRequest>, (String, Error)> {
+        let deferred =
+            std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|p| p.into_inner()));
+        match deferred {
+            Deferred::Nothing => Ok(None),
+            Deferred::Step(save) => Ok(Some(save)),
+            Deferred::Sending(task, key) => {
                 // The task ends only by answering, unless the runtime is shutting down.
                 let sent = task.await.unwrap_or_else(|e| {
                     Err(Error::transport(format!(
@@ -132,19 +138,19 @@ impl TurnShared {
         }
     }
 
-    /// Send a held checkpoint on its own, and wait for its answer: before a durable call that
+    /// Send a deferred checkpoint on its own, and wait for its answer: before a durable call that
     /// cannot carry it.
-    pub(crate) async fn flush_held(&self) -> Result<(), TurnError> {
-        match self.flush_held_raw().await {
+    pub(crate) async fn flush_deferred(&self) -> Result<(), TurnError> {
+        match self.flush_deferred_raw().await {
             Ok(()) => Ok(()),
             Err(refused) => Err(self.checkpoint_refused(refused).await),
         }
     }
 
-    /// [`flush_held`](Self::flush_held) for the driver: a refusal is answered with the step's
+    /// [`flush_deferred`](Self::flush_deferred) for the driver: a refusal is answered with the step's
     /// key.
-    pub(crate) async fn flush_held_raw(&self) -> Result<(), (String, Error)> {
-        let Some(save) = self.take_held_raw().await? else {
+    pub(crate) async fn flush_deferred_raw(&self) -> Result<(), (String, Error)> {
+        let Some(save) = self.take_deferred_raw().await? else {
             return Ok(());
         };
         let key = save.key.clone();

@@ -249,16 +249,16 @@ impl<W: Workflow> Turn<W> {
         }
         let (encoded, decoded) = codec::encode_verified(&W::Codec::default(), &what, &value)
             .map_err(|e| TurnError::Permanent(e.into()))?;
-        // Sent with the next durable call (see `Held`).
+        // Sent with the next durable call (see `Deferred`).
         self.shared
-            .hold(self.step_checkpoint(position, &key, &encoded));
+            .defer(self.step_checkpoint(position, &key, &encoded));
         self.remember_step(key, encoded);
         Ok(decoded)
     }
 
-    /// Start a step with `op`, saving a held step's checkpoint in the same call.
+    /// Start a step with `op`, saving a deferred step checkpoint in the same call.
     async fn start_step(&self, op: OperationRequest, what: &str) -> Result<Value, TurnError> {
-        let started = match self.shared.take_held().await? {
+        let started = match self.shared.take_deferred().await? {
             None => self.shared.backend.operation_cursor(op).await,
             Some(save) => {
                 let key = save.key.clone();
@@ -478,7 +478,7 @@ impl<W: Workflow> Turn<W> {
             return Ok(());
         }
         let position = (self.position - 1) as u32;
-        self.shared.flush_held().await?;
+        self.shared.flush_deferred().await?;
         self.shared.heartbeats.send_replace(false);
         let r = self
             .shared
@@ -548,7 +548,7 @@ impl<W: Workflow> Turn<W> {
         timeout_ms: u64,
         what: &str,
     ) -> Result<Value, TurnError> {
-        self.shared.flush_held().await?;
+        self.shared.flush_deferred().await?;
         self.shared.heartbeats.send_replace(false);
         let r = self
             .shared

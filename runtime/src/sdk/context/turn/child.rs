@@ -239,7 +239,7 @@ impl<W: Workflow> Turn<W> {
                     Ok((message, _)) => message,
                     Err(e) => return Err(ChildError::Call(self.fail(position, e))),
                 };
-                self.shared.flush_held().await?;
+                self.shared.flush_deferred().await?;
                 let backend = self.shared.backend.clone();
                 let sent = send_to_child::<C>(
                     &*backend,

@@ -432,8 +432,8 @@ impl<W: Workflow> Turn<W> {
             .iter()
             .position(Option::is_none)
             .unwrap_or(plan.len());
-        // The members save their own operations and checkpoints: a held step goes first.
-        self.shared.flush_held().await?;
+        // The members save their own operations and checkpoints: a deferred step checkpoint goes first.
+        self.shared.flush_deferred().await?;
         let mut group = Group::new(self.shared.clone(), start, &plan, first_new, limit, make);
         loop {
             group.start_running();
