@@ -7,7 +7,7 @@
 
 pub mod backend;
 pub mod error;
-#[cfg(any(feature = "sqlite", feature = "http"))]
+#[cfg(any(feature = "sqlite", feature = "http", feature = "postgres"))]
 pub(crate) mod json;
 mod schedule;
 mod types;
