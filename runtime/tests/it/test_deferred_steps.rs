@@ -60,7 +60,7 @@ impl Workflow for Three {
 }
 
 async fn engine_over_sqlite(dir: &tempfile::TempDir) -> (Engine, SqliteStore) {
-    let store = SqliteStore::open(&dir.path().join("held.db"))
+    let store = SqliteStore::open(&dir.path().join("deferred.db"))
         .await
         .expect("open the store");
     let mut config = EngineConfig::default();
@@ -83,7 +83,7 @@ async fn consecutive_steps_and_the_completion_share_writes() {
     let (engine, store) = engine_over_sqlite(&dir).await;
     let wf = Three::default();
     let worker = run_worker(&engine, wf.clone());
-    let h = wf.start(&engine, "held-1").await.unwrap();
+    let h = wf.start(&engine, "deferred-1").await.unwrap();
     // The first call also registers the schema and sets the worker up.
     assert_eq!(h.call(1, "m1").await.unwrap(), 1 + 2 + 3);
 
@@ -126,11 +126,11 @@ async fn a_step_is_saved_before_the_handler_waits_on_anything_else() {
         ..Three::default()
     };
     let worker = run_worker(&engine, wf.clone());
-    let h = wf.start(&engine, "held-2").await.unwrap();
+    let h = wf.start(&engine, "deferred-2").await.unwrap();
     let number = h.send(5, "m1").await.unwrap().number;
 
     // The handler waits after step `a`, on a future the backend knows nothing of: step `a`
-    // is saved while it waits, not held for the next step.
+    // is saved while it waits, not deferred to the next step.
     let turn = eventually("step `a` saved while the handler waits", || {
         let h = &h;
         async move {
@@ -165,8 +165,8 @@ async fn steps_finished_before_a_failure_are_replayed_not_run_again() {
         ..Three::default()
     };
     let worker = run_worker(&engine, wf.clone());
-    let h = wf.start(&engine, "held-3").await.unwrap();
-    // The first attempt fails after its last step, whose checkpoint was held for the
+    let h = wf.start(&engine, "deferred-3").await.unwrap();
+    // The first attempt fails after its last step, whose checkpoint was deferred to the
     // completion: it is saved before the failure is reported, so the retry replays it.
     let reply = tokio::time::timeout(GUARD, h.call(1, "m1"))
         .await
