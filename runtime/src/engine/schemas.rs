@@ -14,13 +14,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::*;
+#[cfg(feature = "schema-validation")]
+use crate::protocol::schema_check::{self as check, SchemaPart};
 use crate::protocol::validate;
 
 /// How long a namespace's documents read from the store are used before they are read again.
 pub(super) const RELOAD: Duration = Duration::from_secs(5);
-
-/// At most this many violations are reported.
-const MAX_REPORTED: usize = 10;
 
 /// A document as the store keeps it: the registered document and when it was registered.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -64,11 +63,7 @@ pub(super) struct Schemas {
 
 #[cfg(feature = "schema-validation")]
 fn compile(param: &str, schema: &Value) -> Result<Option<jsonschema::Validator>> {
-    if schema.is_null() {
-        return Ok(None);
-    }
-    jsonschema::validator_for(schema)
-        .map(Some)
+    check::validator(schema)
         .map_err(|e| Error::invalid(param, format!("`{param}` is not a usable JSON Schema: {e}")))
 }
 
@@ -219,11 +214,7 @@ impl Engine {
             .await?
         {
             if let Some(v) = &entry.message {
-                let what = format!(
-                    "the message schema of {} {}",
-                    inst.workflow_type, inst.version
-                );
-                return check(v, "message", &what, message);
+                return refuse_violations(v, SchemaPart::Message, inst, message);
             }
         }
         let _ = (inst, message);
@@ -254,11 +245,7 @@ impl Engine {
         }
         #[cfg(feature = "schema-validation")]
         if let Some(v) = entry.signals.get(name) {
-            let what = format!(
-                "the schema of signal `{name}` of {} {}",
-                inst.workflow_type, inst.version
-            );
-            return check(v, "value", &what, &signal.value);
+            return refuse_violations(v, SchemaPart::Signal(name), inst, &signal.value);
         }
         Ok(())
     }
@@ -297,33 +284,23 @@ fn undeclared<'a>(
     )
 }
 
-/// [`Error::SchemaValidation`] naming every failing path (JSON Pointers into `param`).
+/// [`Error::SchemaValidation`] naming every failing path, when `value` does not match `part`
+/// of `inst`'s document.
 #[cfg(feature = "schema-validation")]
-fn check(validator: &jsonschema::Validator, param: &str, what: &str, value: &Value) -> Result<()> {
-    let errors: Vec<SchemaViolation> = validator
-        .iter_errors(value)
-        .take(MAX_REPORTED)
-        .map(|e| {
-            SchemaViolation::new(
-                e.instance_path().as_str(),
-                e.schema_path().as_str(),
-                e.to_string(),
-            )
-        })
-        .collect();
+fn refuse_violations(
+    validator: &jsonschema::Validator,
+    part: SchemaPart<'_>,
+    inst: &InstanceRecord,
+    value: &Value,
+) -> Result<()> {
+    let errors = check::found(validator, value);
     let Some(first) = errors.first() else {
         return Ok(());
     };
-    let listed: Vec<String> = errors.iter().map(SchemaViolation::describe).collect();
+    let mismatch = part.mismatch(&inst.workflow_type, &inst.version, &errors);
     Err(Error::SchemaValidation {
-        param: format!("{param}{}", first.instance_path),
-        message: format!(
-            "`{param}` does not match {what}: {}; nothing was written",
-            listed.join("; ")
-        ),
+        param: part.failing_param(first),
+        message: format!("{mismatch}; nothing was written"),
         errors,
     })
 }
-
-#[cfg(not(feature = "schema-validation"))]
-const _: usize = MAX_REPORTED;

@@ -1,5 +1,5 @@
 //! The contract: the protocol's wire types, the [`Backend`](backend::Backend) trait, the typed
-//! error and the input rules.
+//! error, the input rules and the check of a value against a registered schema.
 //!
 //! This layer imports nothing else of the crate; the stores, the engine, the HTTP client and
 //! the SDK all build on it. Its wire types are re-exported here, so `turnwise::protocol::*`
@@ -10,6 +10,7 @@ pub mod error;
 #[cfg(any(feature = "sqlite", feature = "http", feature = "postgres"))]
 pub(crate) mod json;
 mod schedule;
+pub mod schema_check;
 mod types;
 pub mod validate;
 

@@ -3,13 +3,14 @@
 //! A message or signal is checked against the schema the server has registered for the
 //! instance's workflow type and version before it is sent, and so is the initial state of an
 //! instance to create, with the validator the server uses
-//! ([`turnwise_server::schemas::violations`]): a value that does not match is refused here,
-//! naming its JSON path, and nothing reaches the server.
+//! ([`turnwise::protocol::schema_check`]): a value that does not match is refused here, naming
+//! its JSON path, and nothing reaches the server.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::Value;
+use turnwise::protocol::schema_check::{violations, SchemaPart};
 use turnwise::protocol::{
     ControlAction, ControlRequest, CreateInstanceRequest, DeleteRequest, MessageOrigin,
     MessageRequest, OnExhausted, SignalRequest, WorkflowTurn,
@@ -95,13 +96,6 @@ pub struct SignalArgs {
     value: String,
 }
 
-/// What is checked against which schema of the document.
-enum Checked<'a> {
-    Message,
-    Signal(&'a str),
-    State,
-}
-
 /// Create an instance, its initial state checked against the registered state schema first.
 /// An identical repeat answers the existing instance (the route's idempotency); the same id
 /// with another type or version is the server's conflict.
@@ -115,7 +109,7 @@ pub async fn create(ctx: &Ctx, args: CreateArgs) -> Result<(), Failure> {
         ctx,
         &args.workflow_type,
         &args.version,
-        Checked::State,
+        SchemaPart::State,
         &state,
     )
     .await?;
@@ -157,7 +151,7 @@ pub async fn send(ctx: &Ctx, args: SendArgs) -> Result<(), Failure> {
         (None, None) => return Err(Failure::invalid("give --message or --message-file")),
     };
     let id = args.id;
-    let sent = match check(ctx, &id, Checked::Message, &message).await {
+    let sent = match check(ctx, &id, SchemaPart::Message, &message).await {
         Ok(()) => ctx
             .http
             .send_message(MessageRequest {
@@ -186,7 +180,7 @@ pub async fn send(ctx: &Ctx, args: SendArgs) -> Result<(), Failure> {
 
 pub async fn signal(ctx: &Ctx, args: SignalArgs) -> Result<(), Failure> {
     let value = parse_json("--value", &args.value)?;
-    check(ctx, &args.id, Checked::Signal(&args.name), &value).await?;
+    check(ctx, &args.id, SchemaPart::Signal(&args.name), &value).await?;
     let turn = ctx
         .http
         .signal(SignalRequest {
@@ -286,7 +280,7 @@ fn read_file(flag: &str, path: &PathBuf) -> Result<String, Failure> {
 
 /// Check `value` against the registered schema of the instance's workflow type and version:
 /// the message schema, or the schema of the named signal.
-async fn check(ctx: &Ctx, id: &str, what: Checked<'_>, value: &Value) -> Result<(), Failure> {
+async fn check(ctx: &Ctx, id: &str, what: SchemaPart<'_>, value: &Value) -> Result<(), Failure> {
     let inst = ctx.http.get_instance(id).await.map_err(|e| ctx.fail(e))?;
     check_against(ctx, &inst.workflow_type, &inst.version, what, value).await
 }
@@ -299,7 +293,7 @@ async fn check_against(
     ctx: &Ctx,
     workflow_type: &str,
     version: &str,
-    what: Checked<'_>,
+    what: SchemaPart<'_>,
     value: &Value,
 ) -> Result<(), Failure> {
     let doc = match ctx.http.get_schema(workflow_type, version).await {
@@ -307,44 +301,26 @@ async fn check_against(
         Err(Error::NotFound { .. }) => return Ok(()),
         Err(e) => return Err(ctx.fail(e)),
     };
-    let (schema, param, whose) = match what {
-        Checked::Message => (
-            doc.get("message"),
-            "message".to_owned(),
-            "the message schema".to_owned(),
-        ),
-        Checked::Signal(name) => (
-            doc.get("signals").and_then(|s| s.get(name)),
-            "value".to_owned(),
-            format!("the schema of signal `{name}`"),
-        ),
-        Checked::State => (
-            doc.get("state"),
-            "state".to_owned(),
-            "the state schema".to_owned(),
-        ),
-    };
-    let Some(schema) = schema else {
+    let Some(schema) = what.of(&doc) else {
         return Ok(());
     };
-    let found = turnwise_server::schemas::violations(schema, value).map_err(|why| {
+    let found = violations(schema, value).map_err(|why| {
         Failure::new(
             Exit::Other,
             format!(
-                "the server's {whose} of {workflow_type} {version} is not a usable JSON \
-                 Schema: {why}"
+                "the server's {} of {workflow_type} {version} is not a usable JSON Schema: \
+                 {why}",
+                what.describe()
             ),
         )
     })?;
     let Some(first) = found.first() else {
         return Ok(());
     };
-    let listed: Vec<String> = found.iter().map(|v| v.describe()).collect();
     Err(Failure::invalid(format!(
-        "`{param}` does not match {whose} of {workflow_type} {version}: {}; nothing was sent \
-         (the value: {})",
-        listed.join("; "),
+        "{}; nothing was sent (the value: {})",
+        what.mismatch(workflow_type, version, &found),
         compact(value, 200)
     ))
-    .with_param(format!("{param}{}", first.instance_path)))
+    .with_param(what.failing_param(first)))
 }

@@ -151,7 +151,7 @@ fn every_example_and_snapshot_schema_gives_a_form_that_makes_valid_values() {
             fill(&field, ROOT, variant, &mut pairs);
             let value = value_of(&field, ROOT, &form_data(&pairs))
                 .unwrap_or_else(|e| panic!("{what}: {pairs:?} reads back: {e:?}"));
-            let violations = crate::schemas::violations(schema, &value).unwrap();
+            let violations = turnwise::protocol::schema_check::violations(schema, &value).unwrap();
             assert!(
                 violations.is_empty(),
                 "{what}: the form made {value} from {pairs:?}, which the schema refuses: \
@@ -272,7 +272,7 @@ fn form_data_reads_as_the_typed_value() {
         })
     );
     // Past the bound: the form reads it, the schema check refuses it at the field's path.
-    let violations = crate::schemas::violations(&order_schema(), &value).unwrap();
+    let violations = turnwise::protocol::schema_check::violations(&order_schema(), &value).unwrap();
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert_eq!(
         path_of(&field, ROOT, &violations[0].instance_path, &value),
