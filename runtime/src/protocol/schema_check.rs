@@ -125,3 +125,36 @@ pub(crate) fn found(validator: &jsonschema::Validator, value: &Value) -> Vec<Sch
 
 #[cfg(not(feature = "schema-validation"))]
 const _: usize = MAX_REPORTED;
+
+#[cfg(all(test, feature = "schema-validation"))]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_part_finds_its_schema_and_words_the_refusal() {
+        let document = json!({
+            "message": {"type": "integer", "minimum": 0},
+            "signals": {"approve": {"type": "object", "required": ["by"]}},
+            "state": null,
+        });
+        let message = SchemaPart::Message.of(&document).unwrap();
+        let found = violations(message, &json!(-1)).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(SchemaPart::Message.failing_param(&found[0]), "message");
+        assert_eq!(
+            SchemaPart::Message.mismatch("order", "v1", &found),
+            "`message` does not match the message schema of order v1: at `/`: -1 is less than \
+             the minimum of 0"
+        );
+        let approve = SchemaPart::Signal("approve");
+        let found = violations(approve.of(&document).unwrap(), &json!({"by": 1, "x": {}}));
+        assert!(found.unwrap().is_empty());
+        assert_eq!(approve.describe(), "the schema of signal `approve`");
+        assert_eq!(SchemaPart::Signal("reject").of(&document), None);
+        let state = SchemaPart::State.of(&document).unwrap();
+        assert_eq!(violations(state, &json!("anything")).unwrap(), Vec::new());
+        assert!(violations(&json!({"type": 7}), &json!(1)).is_err());
+    }
+}
