@@ -100,7 +100,17 @@ impl Backend for Engine {
                 outbox: Vec::new(),
                 schedules: Vec::new(),
             };
-            if self.commit(None, &mut inst, Vec::new(), Durable).await? {
+            if self
+                .write(
+                    None,
+                    Record::Kept(&mut inst),
+                    Vec::new(),
+                    Vec::new(),
+                    Durable,
+                )
+                .await?
+                .landed()?
+            {
                 return Ok(rules::instance_view(&inst, None, now));
             }
         }
@@ -386,8 +396,15 @@ impl Backend for Engine {
             }
             inst.due_at_ms = due_after_control(&inst, head, now);
             if self
-                .commit(Some(read_rev), &mut inst, turns, Durable)
+                .write(
+                    Some(read_rev),
+                    Record::Kept(&mut inst),
+                    turns,
+                    Vec::new(),
+                    Durable,
+                )
                 .await?
+                .landed()?
             {
                 return self.view_instance(inst).await;
             }
@@ -422,30 +439,23 @@ impl Backend for Engine {
             let Some(inst) = loaded else {
                 return Ok(DeleteResponse { deleted: false });
             };
-            let write = WriteSet {
-                ns: self.ns.to_string(),
-                id: inst.id.clone(),
-                expected_revision: Some(inst.revision),
-                instance: None,
-                turns: Vec::new(),
-                retention: None,
-                runs: Vec::new(),
-                prune_runs_before: None,
-                durability: Durable,
-            };
-            match self.inner.store.commit(write).await {
-                Ok(()) => {
-                    self.inner
-                        .outcomes
-                        .settled(super::instance_key(&self.ns, &req.workflow_id));
-                    return Ok(DeleteResponse { deleted: true });
-                }
-                Err(CommitError::Conflict) => continue,
-                Err(CommitError::Store(e)) => return Err(e.into()),
-                Err(e @ CommitError::MessageIdTaken { .. }) => {
+            let deleted = Record::Deleted(&inst.id);
+            match self
+                .write(
+                    Some(inst.revision),
+                    deleted,
+                    Vec::new(),
+                    Vec::new(),
+                    Durable,
+                )
+                .await?
+            {
+                Committed::Done => return Ok(DeleteResponse { deleted: true }),
+                Committed::Conflict => continue,
+                Committed::MessageIdTaken(message_id) => {
                     return Err(Error::store_caused(
                         format_args!("deleting `{}`", inst.id),
-                        e,
+                        CommitError::MessageIdTaken { message_id },
                     ))
                 }
             }
@@ -825,7 +835,13 @@ impl Engine {
             let view = answer(&inst, &turn);
             let read_rev = inst.revision;
             match self
-                .try_commit(Some(read_rev), inst, vec![turn], Durable)
+                .write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    vec![turn],
+                    Vec::new(),
+                    Durable,
+                )
                 .await?
             {
                 Committed::Done => return Ok(view),
@@ -1157,8 +1173,15 @@ impl Engine {
             let view = rules::turn_view(&inst, &turn);
             let read_rev = inst.revision;
             if self
-                .commit(Some(read_rev), &mut inst, vec![turn], Durable)
+                .write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    vec![turn],
+                    Vec::new(),
+                    Durable,
+                )
                 .await?
+                .landed()?
             {
                 return Ok(view);
             }

@@ -137,8 +137,15 @@ impl Engine {
             let read_rev = inst.revision;
             // Losing this write loses nothing: the entries would be delivered again.
             if self
-                .commit(Some(read_rev), &mut inst, Vec::new(), Relaxed)
+                .write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    Vec::new(),
+                    Vec::new(),
+                    Relaxed,
+                )
                 .await?
+                .landed()?
             {
                 return Ok(());
             }

@@ -124,8 +124,15 @@ impl Engine {
                 // A stale schedule entry: clear it.
                 if inst.due_at_ms.is_some() {
                     inst.due_at_ms = None;
-                    self.commit(Some(read_rev), &mut inst, Vec::new(), Relaxed)
-                        .await?;
+                    self.write(
+                        Some(read_rev),
+                        Record::Owned(inst),
+                        Vec::new(),
+                        Vec::new(),
+                        Relaxed,
+                    )
+                    .await?
+                    .landed()?;
                 }
                 return Ok(None);
             };
@@ -133,8 +140,15 @@ impl Engine {
             if settled == Settled::Finished {
                 // The head ran out of attempts and was skipped: record it, then look again.
                 inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
-                self.commit(Some(read_rev), &mut inst, vec![head], Durable)
-                    .await?;
+                self.write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    vec![head],
+                    Vec::new(),
+                    Durable,
+                )
+                .await?
+                .landed()?;
                 continue;
             }
             let listed = req
@@ -153,8 +167,15 @@ impl Engine {
                     } else {
                         Relaxed
                     };
-                    self.commit(Some(read_rev), &mut inst, vec![head], durability)
-                        .await?;
+                    self.write(
+                        Some(read_rev),
+                        Record::Owned(inst),
+                        vec![head],
+                        Vec::new(),
+                        durability,
+                    )
+                    .await?
+                    .landed()?;
                 }
                 return Ok(None);
             }
@@ -217,8 +238,15 @@ impl Engine {
                 results_max: Some(RunResultsReport::MAX_INPUTS as u64),
             };
             if self
-                .commit_with_runs(Some(read_rev), inst, vec![head], Relaxed, ended)
+                .write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    vec![head],
+                    ended,
+                    Relaxed,
+                )
                 .await?
+                .landed()?
             {
                 return Ok(Some(task));
             }

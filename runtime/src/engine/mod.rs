@@ -14,6 +14,7 @@
 mod backend;
 mod children;
 mod claim;
+mod commit;
 mod outcomes;
 mod rules;
 mod schedules;
@@ -33,9 +34,9 @@ use crate::protocol::backend::Backend;
 use crate::protocol::error::{Error, Result};
 use crate::protocol::*;
 use crate::store::{
-    CommitError, Durability, InstanceRecord, MemoryStore, Notice, Retention, Store, TurnRecord,
-    WriteSet,
+    CommitError, Durability, InstanceRecord, MemoryStore, Notice, Store, TurnRecord,
 };
+use commit::{Committed, Record};
 use turnwise_rules::limits;
 pub use worker_backend::WorkerBackend;
 
@@ -388,173 +389,6 @@ impl Engine {
             None => Ok(None),
         }
     }
-
-    /// Commit a new version of `inst` (read at revision `read_rev`, `None` for a create) with
-    /// the given turns. Returns `false` on a revision conflict: read again and decide again.
-    async fn commit(
-        &self,
-        read_rev: Option<u64>,
-        inst: &mut InstanceRecord,
-        turns: Vec<TurnRecord>,
-        durability: Durability,
-    ) -> Result<bool> {
-        self.stamp(read_rev, inst);
-        let write = self.write(read_rev, inst.clone(), turns, durability, Vec::new());
-        match write.await? {
-            Committed::Done => Ok(true),
-            Committed::Conflict => Ok(false),
-            // Only admissions add turns with ids from outside; every other new turn's id is
-            // made here to be unique.
-            Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
-                "a turn made by the engine reused message id `{message_id}`"
-            ))),
-        }
-    }
-
-    /// [`Engine::commit`] for a caller done with `inst`: the record moves into the write set
-    /// instead of being copied (the worker routes, which answer a view made before the commit).
-    async fn commit_owned(
-        &self,
-        read_rev: Option<u64>,
-        mut inst: InstanceRecord,
-        turns: Vec<TurnRecord>,
-        durability: Durability,
-    ) -> Result<bool> {
-        self.stamp(read_rev, &mut inst);
-        match self
-            .write(read_rev, inst, turns, durability, Vec::new())
-            .await?
-        {
-            Committed::Done => Ok(true),
-            Committed::Conflict => Ok(false),
-            Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
-                "a turn made by the engine reused message id `{message_id}`"
-            ))),
-        }
-    }
-
-    /// [`Engine::commit_owned`], telling a message id that is already taken apart (admission
-    /// and schedule firings, which read the instance again after any refusal).
-    async fn try_commit(
-        &self,
-        read_rev: Option<u64>,
-        mut inst: InstanceRecord,
-        turns: Vec<TurnRecord>,
-        durability: Durability,
-    ) -> Result<Committed> {
-        self.stamp(read_rev, &mut inst);
-        self.write(read_rev, inst, turns, durability, Vec::new())
-            .await
-    }
-
-    /// [`Engine::commit_owned`] with the summaries of runs that ended in this decision but
-    /// that no turn of the write set carries any more (a claim that ends an expired run and
-    /// starts the next one in one commit).
-    async fn commit_with_runs(
-        &self,
-        read_rev: Option<u64>,
-        mut inst: InstanceRecord,
-        turns: Vec<TurnRecord>,
-        durability: Durability,
-        runs: Vec<WorkflowRun>,
-    ) -> Result<bool> {
-        self.stamp(read_rev, &mut inst);
-        match self.write(read_rev, inst, turns, durability, runs).await? {
-            Committed::Done => Ok(true),
-            Committed::Conflict => Ok(false),
-            Committed::MessageIdTaken(message_id) => Err(Error::store(format!(
-                "a turn made by the engine reused message id `{message_id}`"
-            ))),
-        }
-    }
-
-    /// The revision and time a commit gives the instance.
-    fn stamp(&self, read_rev: Option<u64>, inst: &mut InstanceRecord) {
-        inst.revision = read_rev.map_or(1, |r| r + 1);
-        inst.updated_at_ms = self.now();
-        // Whatever the decision made the instance due for, its schedules make it due by their
-        // next fire time too: every write keeps the schedule index covering them.
-        inst.due_at_ms = schedules::with_schedules(inst.due_at_ms, inst);
-    }
-
-    /// Commit `inst` (stamped) with `turns`, then ring the claims and wake the waiters the
-    /// commit concerns. The runs the turns ended are summarized into the same write set,
-    /// with `runs`.
-    async fn write(
-        &self,
-        read_rev: Option<u64>,
-        mut inst: InstanceRecord,
-        mut turns: Vec<TurnRecord>,
-        durability: Durability,
-        mut runs: Vec<WorkflowRun>,
-    ) -> Result<Committed> {
-        let now = inst.updated_at_ms;
-        // A child turn's outcome is queued for its parent in this same commit, and keeps the
-        // instance due until it is delivered (children.rs).
-        let queued = children::queue_outcomes(&mut inst, &turns);
-        if !inst.outbox.is_empty() {
-            inst.due_at_ms = Some(inst.due_at_ms.map_or(now, |d| d.min(now)));
-        }
-        for t in &mut turns {
-            if let Some(ending) = t.run_ending.take() {
-                runs.extend(rules::run_summary(&self.ns, &inst, t, ending));
-            }
-        }
-        let keep_runs = self.inner.config.run_retention;
-        let prune_runs_before = (!runs.is_empty() && !keep_runs.is_zero())
-            .then(|| now.saturating_sub(keep_runs.as_millis() as Millis));
-        let finished = turns.iter().any(TurnRecord::is_finished);
-        let settled = turns.iter().any(|t| t.status.is_outcome());
-        let policy = self.inner.config.retention;
-        let retention =
-            (finished && policy.keep_turns > 0 && !policy.keep_for.is_zero()).then(|| Retention {
-                keep_turns: policy.keep_turns,
-                keep_since_ms: now.saturating_sub(policy.keep_for.as_millis() as Millis),
-            });
-        // What the wake-ups need after the record has moved into the store.
-        let due = inst.due_at_ms;
-        let workflow = workflow_key(&inst.workflow_type, &inst.version);
-        let instance = instance_key(&self.ns, &inst.id);
-        let finishing = crate::metrics::finishing(&turns);
-        let workflow_type = (!finishing.is_empty()).then(|| inst.workflow_type.clone());
-        let deliver = queued.then(|| inst.id.clone());
-        let write = WriteSet {
-            ns: self.ns.to_string(),
-            id: inst.id.clone(),
-            expected_revision: read_rev,
-            instance: Some(inst),
-            turns,
-            retention,
-            runs,
-            prune_runs_before,
-            durability,
-        };
-        let started = std::time::Instant::now();
-        let committed = self.inner.store.commit(write).await;
-        crate::metrics::store_commit(durability, started.elapsed());
-        match committed {
-            Ok(()) => {
-                if let Some(workflow_type) = workflow_type {
-                    crate::metrics::turns_finished(&workflow_type, &finishing);
-                }
-                if let Some(at) = due {
-                    self.inner.wakeups.due(&self.ns, workflow, at, now);
-                }
-                if settled {
-                    self.inner.outcomes.settled(instance);
-                }
-                if let Some(id) = deliver {
-                    self.deliver_now(&id).await;
-                }
-                Ok(Committed::Done)
-            }
-            Err(CommitError::Conflict) => Ok(Committed::Conflict),
-            Err(CommitError::MessageIdTaken { message_id }) => {
-                Ok(Committed::MessageIdTaken(message_id))
-            }
-            Err(CommitError::Store(e)) => Err(e.into()),
-        }
-    }
 }
 
 impl Inner {
@@ -597,15 +431,6 @@ fn key_of(parts: impl std::hash::Hash) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     parts.hash(&mut h);
     h.finish()
-}
-
-/// How [`Engine::try_commit`] ended.
-enum Committed {
-    Done,
-    /// A revision conflict: read again and decide again.
-    Conflict,
-    /// A new turn's message id is already a kept turn's; nothing was written.
-    MessageIdTaken(String),
 }
 
 /// Bounds the read-decide-commit loop under contention.

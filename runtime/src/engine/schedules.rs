@@ -299,7 +299,13 @@ impl Engine {
             inst.due_at_ms = rules::due_at(&inst, None, now);
         }
         match self
-            .try_commit(Some(read_rev), inst, turns, Durable)
+            .write(
+                Some(read_rev),
+                Record::Owned(inst),
+                turns,
+                Vec::new(),
+                Durable,
+            )
             .await?
         {
             Committed::Done | Committed::Conflict => Ok(()),
@@ -427,8 +433,15 @@ impl Engine {
             }
             let read_rev = inst.revision;
             if self
-                .commit(Some(read_rev), &mut inst, Vec::new(), Durable)
+                .write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    Vec::new(),
+                    Vec::new(),
+                    Durable,
+                )
                 .await?
+                .landed()?
             {
                 return Ok(schedule);
             }
@@ -520,8 +533,15 @@ impl Engine {
             };
             let read_rev = inst.revision;
             if self
-                .commit(Some(read_rev), &mut inst, Vec::new(), Durable)
+                .write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    Vec::new(),
+                    Vec::new(),
+                    Durable,
+                )
                 .await?
+                .landed()?
             {
                 return Ok(ScheduleControlResponse {
                     deleted: answer.is_none(),

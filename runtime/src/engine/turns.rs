@@ -214,8 +214,15 @@ impl Engine {
             turns.push(turn);
             turns.extend(extra);
             if self
-                .commit_owned(Some(read_rev), inst, turns, durability)
+                .write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    turns,
+                    Vec::new(),
+                    durability,
+                )
                 .await?
+                .landed()?
             {
                 return Ok(view);
             }
