@@ -1107,20 +1107,16 @@ impl Engine {
     ) -> Result<WorkflowTurn> {
         let limits = &self.inner.config.limits;
 
-        let mut tries = Tries::new();
-        let mut checked = false;
-        loop {
-            tries.next(&req.workflow_id)?;
-            let mut inst = self.load(&req.workflow_id).await?;
-            if !checked {
+        self.on_instance(&req.workflow_id, |mut inst, now, first| {
+            Box::pin(async move {
+            if first {
                 // Against the registered schema, before anything is written.
                 self.check_signal_schema(&inst, req, sender).await?;
-                checked = true;
             }
             let mut turn = self.load_turn(&inst, req.turn).await?;
             if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
                 if s.name == req.name && s.value == req.value {
-                    return Ok(rules::turn_view(&inst, &turn));
+                    return Ok(Change::Answer(rules::turn_view(&inst, &turn)));
                 }
                 return Err(Error::conflict(format_args!(
                     "signal id `{}` was already delivered to turn {} with another name or value; use a new id",
@@ -1144,7 +1140,6 @@ impl Engine {
                     ),
                 });
             }
-            let now = self.now();
             let mut signal = TurnSignal {
                 id: req.id.clone(),
                 name: req.name.clone(),
@@ -1171,21 +1166,10 @@ impl Engine {
             rules::touch(&mut turn, now);
             turn_size(&turn, limits.turn_bytes)?;
             let view = rules::turn_view(&inst, &turn);
-            let read_rev = inst.revision;
-            if self
-                .write(
-                    Some(read_rev),
-                    Record::Owned(inst),
-                    vec![turn],
-                    Vec::new(),
-                    Durable,
-                )
-                .await?
-                .landed()?
-            {
-                return Ok(view);
-            }
-        }
+            Ok(Change::Write(inst, vec![turn], view))
+            })
+        })
+        .await
     }
 }
 

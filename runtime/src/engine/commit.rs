@@ -1,9 +1,14 @@
 //! The one commit path: every write of an instance, its turns and run summaries (and its
 //! deletion) goes through [`Engine::write`], which commits conditionally on the revision read,
 //! records the commit metrics, rings the waiting claims the commit concerns and wakes the
-//! outcome waiters.
+//! outcome waiters. The application routes decide in [`Engine::on_instance`], the loop
+//! that reads the instance, decides and commits through it, as the turn routes do in
+//! `Engine::on_turn` (turns.rs).
 
-use super::{children, instance_key, rules, schedules, workflow_key, Engine};
+use super::{children, instance_key, rules, schedules, workflow_key, Engine, Tries};
+use std::future::Future;
+use std::pin::Pin;
+
 use crate::protocol::error::{Error, Result};
 use crate::protocol::{Millis, WorkflowRun};
 use crate::store::{CommitError, Durability, InstanceRecord, Retention, TurnRecord, WriteSet};
@@ -48,6 +53,21 @@ impl Committed {
         }
     }
 }
+
+/// What an application route decided, given the instance as it stands.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per decision and moved into the commit; a box would allocate per decision"
+)]
+pub(super) enum Change<T> {
+    /// Nothing to write: answer this (an exact repeat, or nothing to change).
+    Answer(T),
+    /// Commit this record (changed) with these turns, durably, and answer this once it lands.
+    Write(InstanceRecord, Vec<TurnRecord>, T),
+}
+
+/// A decision on an instance, made by [`Engine::on_instance`]'s `decide`.
+pub(super) type Deciding<'a, T> = Pin<Box<dyn Future<Output = Result<Change<T>>> + Send + 'a>>;
 
 /// What the metrics and wake-ups need after the record has moved into the store.
 struct Rings {
@@ -214,6 +234,41 @@ impl Engine {
         }
         if let Some(id) = rings.deliver {
             self.deliver_now(&id).await;
+        }
+    }
+
+    /// The loop the application routes share: read instance `id` (`NotFound` when it is
+    /// missing), let `decide` check the request and change the record, and commit it guarded
+    /// by the revision, deciding again from a fresh read when another write came first.
+    /// `decide` is told the time and whether this is the first read (checks that need the
+    /// record but not its revision, such as a message's schema, run once).
+    pub(super) async fn on_instance<'a, T>(
+        &'a self,
+        id: &str,
+        mut decide: impl FnMut(InstanceRecord, Millis, bool) -> Deciding<'a, T>,
+    ) -> Result<T> {
+        let mut tries = Tries::new();
+        let mut first = true;
+        loop {
+            tries.next(id)?;
+            let inst = self.load(id).await?;
+            let read_rev = inst.revision;
+            let now = self.now();
+            let (inst, turns, answer) = match decide(inst, now, first).await? {
+                Change::Answer(answer) => return Ok(answer),
+                Change::Write(inst, turns, answer) => (inst, turns, answer),
+            };
+            first = false;
+            let write = self.write(
+                Some(read_rev),
+                Record::Owned(inst),
+                turns,
+                Vec::new(),
+                Durability::Durable,
+            );
+            if write.await?.landed()? {
+                return Ok(answer);
+            }
         }
     }
 }

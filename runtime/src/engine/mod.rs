@@ -36,7 +36,7 @@ use crate::protocol::*;
 use crate::store::{
     CommitError, Durability, InstanceRecord, MemoryStore, Notice, Store, TurnRecord,
 };
-use commit::{Committed, Record};
+use commit::{Change, Committed, Record};
 use turnwise_rules::limits;
 pub use worker_backend::WorkerBackend;
 

@@ -336,116 +336,87 @@ impl Engine {
         check_name(&req.name, once)?;
         req.check_times()?;
         validate::size("message", &req.message, limits.message_bytes)?;
-        let mut tries = Tries::new();
-        let mut checked = false;
-        loop {
-            tries.next(&req.workflow_id)?;
-            let mut inst = self.load_for_schedule(&req.workflow_id).await?;
-            if !checked {
-                // Each firing admits the message as it is: it is checked as a message is when it
-                // is sent, against the registered schema, before anything is written.
-                self.check_message_schema(&inst, &req.message).await?;
-                checked = true;
-            }
-            let now = self.now();
-            if let Some(s) = inst.schedules.iter().find(|s| s.name == req.name) {
-                let same = s.message == req.message
-                    && s.catch_up == req.catch_up
-                    && match (&s.spec, &req.spec) {
-                        // The engine filled in the anchor; a repeat without one is the same.
-                        (
-                            ScheduleSpec::Every { every_ms: a, .. },
-                            ScheduleSpec::Every {
-                                every_ms: b,
-                                anchor_ms: None,
-                            },
-                        ) => a == b,
-                        // A delay is measured from each request: any one-off repeats it.
-                        (ScheduleSpec::Once { .. }, ScheduleSpec::After { .. }) => true,
-                        (a, b) => a == b,
-                    };
-                if same {
-                    return Ok(s.clone());
+        validate::identifier("workflow_id", &req.workflow_id)?;
+        let req = &req;
+        self.on_instance(&req.workflow_id, |mut inst, now, first| {
+            Box::pin(async move {
+                if first {
+                    // Each firing admits the message as it is: it is checked as a message is
+                    // when it is sent, against the registered schema, before anything is written.
+                    self.check_message_schema(&inst, &req.message).await?;
                 }
-                return Err(Error::conflict(format_args!(
+                if let Some(s) = inst.schedules.iter().find(|s| s.name == req.name) {
+                    if repeats(s, req) {
+                        return Ok(Change::Answer(s.clone()));
+                    }
+                    return Err(Error::conflict(format_args!(
                     "instance `{}` already has a schedule named `{}` with another spec, message \
                      or catch-up; delete it first or use another name",
                     inst.id, req.name
                 )));
-            }
-            if once {
-                // A delayed message admitted already (it fired and left, or was sent directly).
-                if let Some(t) = self
-                    .inner
-                    .store
-                    .find_message(&self.ns, &inst.id, &req.name)
-                    .await?
-                {
-                    if t.message == req.message {
-                        return Err(Error::conflict(format_args!(
-                            "message id `{}` was already admitted as turn {} of `{}`; a \
+                }
+                if once {
+                    // A delayed message admitted already (it fired and left, or was sent directly).
+                    if let Some(t) = self
+                        .inner
+                        .store
+                        .find_message(&self.ns, &inst.id, &req.name)
+                        .await?
+                    {
+                        if t.message == req.message {
+                            return Err(Error::conflict(format_args!(
+                                "message id `{}` was already admitted as turn {} of `{}`; a \
                              delayed message is admitted once",
+                                req.name, t.number, inst.id
+                            )));
+                        }
+                        return Err(Error::conflict(format_args!(
+                            "message id `{}` was already admitted as turn {} of `{}` with a \
+                         different message; use a new id for a new message",
                             req.name, t.number, inst.id
                         )));
                     }
-                    return Err(Error::conflict(format_args!(
-                        "message id `{}` was already admitted as turn {} of `{}` with a \
-                         different message; use a new id for a new message",
-                        req.name, t.number, inst.id
-                    )));
                 }
-            }
-            if inst.schedules.len() >= limits.schedules_per_instance {
-                return Err(Error::LimitReached {
-                    limit: "schedules",
-                    message: format!(
-                        "instance `{}` already has {} schedules (the limit); delete one first",
-                        inst.id,
-                        inst.schedules.len()
-                    ),
-                });
-            }
-            let mut spec = req.spec.clone();
-            let first = check_spec(&mut spec, now)?;
-            let schedule = WorkflowSchedule {
-                workflow_id: inst.id.clone(),
-                name: req.name.clone(),
-                spec,
-                message: req.message.clone(),
-                catch_up: req.catch_up,
-                paused: false,
-                next_fire_ms: Some(first),
-                fired: 0,
-                skipped: 0,
-                last_fire_ms: None,
-                created_at_ms: now,
-                updated_at_ms: now,
-            };
-            inst.schedules.push(schedule.clone());
-            inst.schedules.sort_by(|a, b| a.name.cmp(&b.name));
-            let size = validate::serialized_len(&inst.schedules);
-            if size > limits.schedule_bytes {
-                return Err(Error::TooLarge {
-                    what: format!("schedules of `{}`", inst.id),
-                    size,
-                    limit: limits.schedule_bytes,
-                });
-            }
-            let read_rev = inst.revision;
-            if self
-                .write(
-                    Some(read_rev),
-                    Record::Owned(inst),
-                    Vec::new(),
-                    Vec::new(),
-                    Durable,
-                )
-                .await?
-                .landed()?
-            {
-                return Ok(schedule);
-            }
-        }
+                if inst.schedules.len() >= limits.schedules_per_instance {
+                    return Err(Error::LimitReached {
+                        limit: "schedules",
+                        message: format!(
+                            "instance `{}` already has {} schedules (the limit); delete one first",
+                            inst.id,
+                            inst.schedules.len()
+                        ),
+                    });
+                }
+                let mut spec = req.spec.clone();
+                let first = check_spec(&mut spec, now)?;
+                let schedule = WorkflowSchedule {
+                    workflow_id: inst.id.clone(),
+                    name: req.name.clone(),
+                    spec,
+                    message: req.message.clone(),
+                    catch_up: req.catch_up,
+                    paused: false,
+                    next_fire_ms: Some(first),
+                    fired: 0,
+                    skipped: 0,
+                    last_fire_ms: None,
+                    created_at_ms: now,
+                    updated_at_ms: now,
+                };
+                inst.schedules.push(schedule.clone());
+                inst.schedules.sort_by(|a, b| a.name.cmp(&b.name));
+                let size = validate::serialized_len(&inst.schedules);
+                if size > limits.schedule_bytes {
+                    return Err(Error::TooLarge {
+                        what: format!("schedules of `{}`", inst.id),
+                        size,
+                        limit: limits.schedule_bytes,
+                    });
+                }
+                Ok(Change::Write(inst, Vec::new(), schedule))
+            })
+        })
+        .await
     }
 
     /// Read one schedule.
@@ -498,58 +469,66 @@ impl Engine {
         &self,
         req: ScheduleControlRequest,
     ) -> Result<ScheduleControlResponse> {
-        let mut tries = Tries::new();
-        loop {
-            tries.next(&req.workflow_id)?;
-            let mut inst = self.load_for_schedule(&req.workflow_id).await?;
-            let now = self.now();
-            let Some(i) = inst.schedules.iter().position(|s| s.name == req.name) else {
-                if req.action == ScheduleAction::Delete {
-                    return Ok(ScheduleControlResponse {
-                        schedule: None,
-                        deleted: false,
-                    });
-                }
-                return Err(not_found(&inst.id, &req.name));
-            };
-            let answer = match req.action {
-                ScheduleAction::Delete => {
-                    inst.schedules.remove(i);
-                    None
-                }
-                ScheduleAction::Pause | ScheduleAction::Resume => {
-                    let pause = req.action == ScheduleAction::Pause;
-                    let s = &mut inst.schedules[i];
-                    if s.paused == pause {
-                        return Ok(ScheduleControlResponse {
-                            schedule: Some(s.clone()),
+        validate::identifier("workflow_id", &req.workflow_id)?;
+        let req = &req;
+        self.on_instance(&req.workflow_id, |mut inst, now, _| {
+            Box::pin(async move {
+                let Some(i) = inst.schedules.iter().position(|s| s.name == req.name) else {
+                    if req.action == ScheduleAction::Delete {
+                        return Ok(Change::Answer(ScheduleControlResponse {
+                            schedule: None,
                             deleted: false,
-                        });
+                        }));
                     }
-                    s.paused = pause;
-                    s.updated_at_ms = now;
-                    Some(s.clone())
-                }
-            };
-            let read_rev = inst.revision;
-            if self
-                .write(
-                    Some(read_rev),
-                    Record::Owned(inst),
-                    Vec::new(),
-                    Vec::new(),
-                    Durable,
-                )
-                .await?
-                .landed()?
-            {
-                return Ok(ScheduleControlResponse {
+                    return Err(not_found(&inst.id, &req.name));
+                };
+                let answer = match req.action {
+                    ScheduleAction::Delete => {
+                        inst.schedules.remove(i);
+                        None
+                    }
+                    ScheduleAction::Pause | ScheduleAction::Resume => {
+                        let pause = req.action == ScheduleAction::Pause;
+                        let s = &mut inst.schedules[i];
+                        if s.paused == pause {
+                            return Ok(Change::Answer(ScheduleControlResponse {
+                                schedule: Some(s.clone()),
+                                deleted: false,
+                            }));
+                        }
+                        s.paused = pause;
+                        s.updated_at_ms = now;
+                        Some(s.clone())
+                    }
+                };
+                let answer = ScheduleControlResponse {
                     deleted: answer.is_none(),
                     schedule: answer,
-                });
-            }
-        }
+                };
+                Ok(Change::Write(inst, Vec::new(), answer))
+            })
+        })
+        .await
     }
+}
+
+/// Whether `req` repeats the request that made schedule `s` (of the same name).
+fn repeats(s: &WorkflowSchedule, req: &CreateScheduleRequest) -> bool {
+    s.message == req.message
+        && s.catch_up == req.catch_up
+        && match (&s.spec, &req.spec) {
+            // The engine filled in the anchor; a repeat without one is the same.
+            (
+                ScheduleSpec::Every { every_ms: a, .. },
+                ScheduleSpec::Every {
+                    every_ms: b,
+                    anchor_ms: None,
+                },
+            ) => a == b,
+            // A delay is measured from each request: any one-off repeats it.
+            (ScheduleSpec::Once { .. }, ScheduleSpec::After { .. }) => true,
+            (a, b) => a == b,
+        }
 }
 
 fn find<'a>(inst: &'a InstanceRecord, name: &str) -> Result<&'a WorkflowSchedule> {
