@@ -2,7 +2,6 @@
 //! ready inbox head.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::rules::{self, Settled};
@@ -91,6 +90,24 @@ pub(super) fn check_claim(req: &ClaimRequest) -> Result<()> {
     Ok(())
 }
 
+/// What [`Engine::prepare_claim`] found on a due instance.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per look at an instance and taken apart at once; a box would allocate"
+)]
+enum Prepared {
+    /// It delivered, admitted or committed something first: read the instance again.
+    Again,
+    /// Nothing to lease (a settled state or a corrected due time is committed if it changed).
+    Nothing,
+    /// The head is ready and the claim lists its workflow: lease it at `now`.
+    Ready {
+        inst: InstanceRecord,
+        head: TurnRecord,
+        now: Millis,
+    },
+}
+
 impl Engine {
     /// Settle one due instance and claim its head if it is ready.
     pub(super) async fn try_claim(&self, id: &str, req: &ClaimRequest) -> Result<Option<TurnTask>> {
@@ -99,144 +116,15 @@ impl Engine {
         let mut taken = Vec::new();
         loop {
             tries.next(id)?;
-            let Some(mut inst) = self.inner.store.load_instance(&self.ns, id).await? else {
-                return Ok(None);
+            let prepared = self.prepare_claim(id, req, &mut outbox_tried, &mut taken);
+            let (mut inst, mut head, now) = match prepared.await? {
+                Prepared::Again => continue,
+                Prepared::Nothing => return Ok(None),
+                Prepared::Ready { inst, head, now } => (inst, head, now),
             };
-            if !inst.outbox.is_empty() && !outbox_tried {
-                // A child turn's outcome not yet delivered (its process died after the commit,
-                // say): deliver it, then decide on the instance as it is now.
-                outbox_tried = true;
-                match self.deliver_outbox(id).await {
-                    Ok(()) => continue,
-                    Err(e) => tracing::warn!(instance = %id, error = %e,
-                        "a child turn's outcome was not delivered yet"),
-                }
-            }
             let read_rev = inst.revision;
-            let now = self.now();
-            if super::schedules::any_due(&inst, now) {
-                // Admit the due firings first (one conditional commit), then decide on the
-                // inbox as it is with them.
-                self.fire_due(inst, now, &mut taken).await?;
-                continue;
-            }
-            let Some(mut head) = self.load_head(&inst).await? else {
-                // A stale schedule entry: clear it.
-                if inst.due_at_ms.is_some() {
-                    inst.due_at_ms = None;
-                    self.write(
-                        Some(read_rev),
-                        Record::Owned(inst),
-                        Vec::new(),
-                        Vec::new(),
-                        Relaxed,
-                    )
-                    .await?
-                    .landed()?;
-                }
-                return Ok(None);
-            };
-            let settled = rules::settle(&mut inst, &mut head, now, &self.inner.config);
-            if settled == Settled::Finished {
-                // The head ran out of attempts and was skipped: record it, then look again.
-                inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
-                self.write(
-                    Some(read_rev),
-                    Record::Owned(inst),
-                    vec![head],
-                    Vec::new(),
-                    Durable,
-                )
-                .await?
-                .landed()?;
-                continue;
-            }
-            let listed = req
-                .workflows
-                .iter()
-                .any(|w| w.workflow_type == inst.workflow_type && w.version == inst.version);
-            let ready =
-                !inst.paused && head.status == TurnStatus::Queued && head.ready_at_ms <= now;
-            if !(ready && listed) {
-                let due = rules::due_at(&inst, Some(&head), now);
-                if settled == Settled::Changed || due != inst.due_at_ms {
-                    inst.due_at_ms = due;
-                    // Exhausting a turn is a decision worth keeping; the rest can be re-derived.
-                    let durability = if head.status == TurnStatus::Failed {
-                        Durable
-                    } else {
-                        Relaxed
-                    };
-                    self.write(
-                        Some(read_rev),
-                        Record::Owned(inst),
-                        vec![head],
-                        Vec::new(),
-                        durability,
-                    )
-                    .await?
-                    .landed()?;
-                }
-                return Ok(None);
-            }
-            // A run that ended in this decision (its lease expired just now) is summarized
-            // before the next one takes its place on the turn.
-            let mut ended = Vec::new();
-            if let Some(ending) = head.run_ending.take() {
-                ended.extend(rules::run_summary(&self.ns, &inst, &head, ending));
-            }
-            // A claim after a sleep, a signal wait or a `retry_at_ms` wait resumes the same
-            // attempt, and so the same run (wire.md §3.4: one run per attempt); any other
-            // claim starts a new attempt with a new run.
-            let resumed = head.resume && head.attempt > 0;
-            if !resumed {
-                head.attempt += 1;
-            }
-            head.resume = false;
-            head.claims += 1;
-            let token = rules::new_token(head.claims);
-            head.token = Some(token.clone());
-            head.status = TurnStatus::Running;
-            head.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
-            head.worker = Some(req.worker.clone());
-            head.wait = None;
-            match head.run.as_mut() {
-                Some(run) if resumed => {
-                    // Running again: the release that suspended it did not end it.
-                    run.ended_at_ms = None;
-                    run.queue_after = None;
-                }
-                _ => {
-                    // Sized up front: `format!` would grow it two or three times.
-                    let mut id = String::with_capacity(inst.id.len() + 36);
-                    let _ = write!(id, "{now:013}-{}-{}", inst.id, head.number);
-                    if head.run.as_ref().is_some_and(|r| r.id == id) {
-                        // The previous run of the turn started in the same millisecond.
-                        id = format!("{id}~{}", head.claims);
-                    }
-                    head.run = Some(TurnRun {
-                        id,
-                        started_at_ms: now,
-                        queue_before: inst.pending.len() as u64,
-                        ended_at_ms: None,
-                        queue_after: None,
-                        usage: None,
-                        phases: None,
-                    })
-                }
-            }
-            rules::touch(&mut head, now);
-            inst.due_at_ms = rules::due_at(&inst, Some(&head), now);
-            let task = TurnTask {
-                workflow_type: inst.workflow_type.clone(),
-                state: inst.state.clone(),
-                token,
-                lease_ms: inst.lease_ms,
-                effect_prefix: head.effect_prefix.clone(),
-                turn: rules::turn_view(&inst, &head),
-                steps_max: Some(self.inner.config.limits.steps_per_turn as u64),
-                results_max: Some(RunResultsReport::MAX_INPUTS as u64),
-            };
+            let (token, ended) = rules::lease(&self.ns, &mut inst, &mut head, &req.worker, now);
+            let task = self.task(&inst, &head, token);
             if self
                 .write(
                     Some(read_rev),
@@ -250,6 +138,113 @@ impl Engine {
             {
                 return Ok(Some(task));
             }
+        }
+    }
+
+    /// Everything a claim does on due instance `id` before it leases the head: deliver a
+    /// child outcome left in its outbox (once per claim), admit due schedule firings, clear a
+    /// stale schedule entry, and settle the head, committing what changed. `taken` collects
+    /// the firings' message ids found admitted already.
+    async fn prepare_claim(
+        &self,
+        id: &str,
+        req: &ClaimRequest,
+        outbox_tried: &mut bool,
+        taken: &mut Vec<String>,
+    ) -> Result<Prepared> {
+        let Some(mut inst) = self.inner.store.load_instance(&self.ns, id).await? else {
+            return Ok(Prepared::Nothing);
+        };
+        if !inst.outbox.is_empty() && !*outbox_tried {
+            // A child turn's outcome not yet delivered (its process died after the commit,
+            // say): deliver it, then decide on the instance as it is now.
+            *outbox_tried = true;
+            match self.deliver_outbox(id).await {
+                Ok(()) => return Ok(Prepared::Again),
+                Err(e) => tracing::warn!(instance = %id, error = %e,
+                    "a child turn's outcome was not delivered yet"),
+            }
+        }
+        let read_rev = inst.revision;
+        let now = self.now();
+        if super::schedules::any_due(&inst, now) {
+            // Admit the due firings first (one conditional commit), then decide on the
+            // inbox as it is with them.
+            self.fire_due(inst, now, taken).await?;
+            return Ok(Prepared::Again);
+        }
+        let Some(mut head) = self.load_head(&inst).await? else {
+            // A stale schedule entry: clear it.
+            if inst.due_at_ms.is_some() {
+                inst.due_at_ms = None;
+                self.write(
+                    Some(read_rev),
+                    Record::Owned(inst),
+                    Vec::new(),
+                    Vec::new(),
+                    Relaxed,
+                )
+                .await?
+                .landed()?;
+            }
+            return Ok(Prepared::Nothing);
+        };
+        let settled = rules::settle(&mut inst, &mut head, now, &self.inner.config);
+        if settled == Settled::Finished {
+            // The head ran out of attempts and was skipped: record it, then look again.
+            inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
+            self.write(
+                Some(read_rev),
+                Record::Owned(inst),
+                vec![head],
+                Vec::new(),
+                Durable,
+            )
+            .await?
+            .landed()?;
+            return Ok(Prepared::Again);
+        }
+        let listed = req
+            .workflows
+            .iter()
+            .any(|w| w.workflow_type == inst.workflow_type && w.version == inst.version);
+        let ready = !inst.paused && head.status == TurnStatus::Queued && head.ready_at_ms <= now;
+        if ready && listed {
+            return Ok(Prepared::Ready { inst, head, now });
+        }
+        let due = rules::due_at(&inst, Some(&head), now);
+        if settled == Settled::Changed || due != inst.due_at_ms {
+            inst.due_at_ms = due;
+            // Exhausting a turn is a decision worth keeping; the rest can be re-derived.
+            let durability = if head.status == TurnStatus::Failed {
+                Durable
+            } else {
+                Relaxed
+            };
+            self.write(
+                Some(read_rev),
+                Record::Owned(inst),
+                vec![head],
+                Vec::new(),
+                durability,
+            )
+            .await?
+            .landed()?;
+        }
+        Ok(Prepared::Nothing)
+    }
+
+    /// The task a claim answers for `head`, leased with `token`.
+    fn task(&self, inst: &InstanceRecord, head: &TurnRecord, token: String) -> TurnTask {
+        TurnTask {
+            workflow_type: inst.workflow_type.clone(),
+            state: inst.state.clone(),
+            token,
+            lease_ms: inst.lease_ms,
+            effect_prefix: head.effect_prefix.clone(),
+            turn: rules::turn_view(inst, head),
+            steps_max: Some(self.inner.config.limits.steps_per_turn as u64),
+            results_max: Some(RunResultsReport::MAX_INPUTS as u64),
         }
     }
 }

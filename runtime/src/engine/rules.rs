@@ -313,6 +313,69 @@ pub(super) fn finish(
     }
 }
 
+/// Lease `head`, the ready inbox head of `inst`, to `worker` at `now`: a new token and
+/// deadline, the same run when the claim resumes the attempt, a new run otherwise; and the
+/// instance due again when the lease ends. Answers the token, and the summary of the run that
+/// ended in this decision (its lease expired just now), which the turn no longer carries.
+pub(super) fn lease(
+    ns: &str,
+    inst: &mut InstanceRecord,
+    head: &mut TurnRecord,
+    worker: &str,
+    now: Millis,
+) -> (String, Vec<WorkflowRun>) {
+    // A run that ended in this decision is summarized before the next one takes its place on
+    // the turn.
+    let ended = head.run_ending.take();
+    let ended = ended.and_then(|ending| run_summary(ns, inst, head, ending));
+    // A claim after a sleep, a signal wait or a `retry_at_ms` wait resumes the same attempt,
+    // and so the same run (wire.md §3.4: one run per attempt); any other claim starts a new
+    // attempt with a new run.
+    let resumed = head.resume && head.attempt > 0;
+    if !resumed {
+        head.attempt += 1;
+    }
+    head.resume = false;
+    head.claims += 1;
+    let token = new_token(head.claims);
+    head.token = Some(token.clone());
+    head.status = TurnStatus::Running;
+    head.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
+    head.worker = Some(worker.to_owned());
+    head.wait = None;
+    match head.run.as_mut() {
+        Some(run) if resumed => {
+            // Running again: the release that suspended it did not end it.
+            run.ended_at_ms = None;
+            run.queue_after = None;
+        }
+        _ => head.run = Some(new_run(inst, head, now)),
+    }
+    touch(head, now);
+    inst.due_at_ms = due_at(inst, Some(head), now);
+    (token, ended.into_iter().collect())
+}
+
+/// The run a claim of `head` at `now` starts.
+fn new_run(inst: &InstanceRecord, head: &TurnRecord, now: Millis) -> TurnRun {
+    // Sized up front: `format!` would grow it two or three times.
+    let mut id = String::with_capacity(inst.id.len() + 36);
+    let _ = write!(id, "{now:013}-{}-{}", inst.id, head.number);
+    if head.run.as_ref().is_some_and(|r| r.id == id) {
+        // The previous run of the turn started in the same millisecond.
+        id = format!("{id}~{}", head.claims);
+    }
+    TurnRun {
+        id,
+        started_at_ms: now,
+        queue_before: inst.pending.len() as u64,
+        ended_at_ms: None,
+        queue_after: None,
+        usage: None,
+        phases: None,
+    }
+}
+
 /// Record a write on a turn.
 pub(super) fn touch(turn: &mut TurnRecord, now: Millis) {
     turn.sequence += 1;
