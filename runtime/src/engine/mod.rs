@@ -1,8 +1,9 @@
 //! The embedded engine: every rule of the message-workflow protocol, over any [`Store`].
 //!
 //! The engine keeps no authoritative state in memory. Each call reads the instance from the
-//! store, decides with the pure rules in this module, and commits one [`WriteSet`] guarded by the
-//! instance's revision; a conflicting commit is re-read and decided again. Time comes from a
+//! store, decides with the pure rules in this module, and commits one
+//! [`WriteSet`](crate::store::WriteSet) guarded by the instance's revision (all through one
+//! path, `commit.rs`); a conflicting commit is re-read and decided again. Time comes from a
 //! [`Clock`], so tests move it by hand.
 //!
 //! Wake-ups are in-process hints: every commit reports when its instance is next due, which
