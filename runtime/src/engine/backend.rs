@@ -750,29 +750,7 @@ impl Engine {
         answer: fn(&InstanceRecord, &TurnRecord) -> T,
     ) -> Result<T> {
         let limits = &self.inner.config.limits;
-        validate::identifier("workflow_id", &req.workflow_id)?;
-        validate::identifier("id", &req.id)?;
-        if req.id.starts_with(names::CONTINUATION_ID_PREFIX) {
-            return Err(Error::invalid(
-                "id",
-                "the `continue-` prefix is reserved for continuations",
-            ));
-        }
-        validate::size("message", &req.message, limits.message_bytes)?;
-        if let Some(origin) = &req.origin {
-            if !names::is_client_origin_kind(&origin.kind) {
-                return Err(Error::invalid(
-                    "origin.kind",
-                    format!(
-                        "{:?} is not an origin kind; use one of: {}, {}",
-                        origin.kind,
-                        names::ORIGIN_KINDS.join(", "),
-                        names::PARENT_ORIGIN_KIND
-                    ),
-                ));
-            }
-            validate::origin_size(origin, limits.origin_bytes)?;
-        }
+        check_message_request(&req, limits)?;
 
         // Admission is optimistic: the store's message-id index is unique, so the new turn is
         // committed without looking the id up first, and only a commit refused because the id
@@ -1171,6 +1149,35 @@ impl Engine {
         })
         .await
     }
+}
+
+/// The checks of a message request that need no read: its ids, the reserved prefix, the
+/// message's size and its origin.
+fn check_message_request(req: &MessageRequest, limits: &Limits) -> Result<()> {
+    validate::identifier("workflow_id", &req.workflow_id)?;
+    validate::identifier("id", &req.id)?;
+    if req.id.starts_with(names::CONTINUATION_ID_PREFIX) {
+        return Err(Error::invalid(
+            "id",
+            "the `continue-` prefix is reserved for continuations",
+        ));
+    }
+    validate::size("message", &req.message, limits.message_bytes)?;
+    if let Some(origin) = &req.origin {
+        if !names::is_client_origin_kind(&origin.kind) {
+            return Err(Error::invalid(
+                "origin.kind",
+                format!(
+                    "{:?} is not an origin kind; use one of: {}, {}",
+                    origin.kind,
+                    names::ORIGIN_KINDS.join(", "),
+                    names::PARENT_ORIGIN_KIND
+                ),
+            ));
+        }
+        validate::origin_size(origin, limits.origin_bytes)?;
+    }
+    Ok(())
 }
 
 /// The operation route's decision on the leased turn: open step `req.key` at the next
