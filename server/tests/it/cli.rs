@@ -668,10 +668,8 @@ async fn instances_create_then_send_then_show() {
 
     // Bad input is exit 2: JSON that does not parse (refused here), a setting out of range
     // (refused by the server), a value clap does not know.
-    let e = turnwise(
-        base,
-        None,
-        &[
+    let create_c4 = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut args = vec![
             "instances",
             "create",
             "c-4",
@@ -679,49 +677,19 @@ async fn instances_create_then_send_then_show() {
             "counter",
             "--version",
             "v1",
-            "--state",
-            "{nope",
-            "--json",
-        ],
-    )
-    .await
-    .failed(2);
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    let e = turnwise(base, None, &create_c4(&["--state", "{nope", "--json"]))
+        .await
+        .failed(2);
     assert_eq!(e["param"], "state");
-    let e = turnwise(
-        base,
-        None,
-        &[
-            "instances",
-            "create",
-            "c-4",
-            "--type",
-            "counter",
-            "--version",
-            "v1",
-            "--max-attempts",
-            "500",
-            "--json",
-        ],
-    )
-    .await
-    .failed(2);
+    let e = turnwise(base, None, &create_c4(&["--max-attempts", "500", "--json"]))
+        .await
+        .failed(2);
     assert_eq!(e["param"], "max_attempts");
-    let usage = turnwise(
-        base,
-        None,
-        &[
-            "instances",
-            "create",
-            "c-4",
-            "--type",
-            "counter",
-            "--version",
-            "v1",
-            "--on-exhausted",
-            "retry",
-        ],
-    )
-    .await;
+    let usage = turnwise(base, None, &create_c4(&["--on-exhausted", "retry"])).await;
     assert_eq!(usage.code, 2, "{usage:#?}");
     assert!(
         usage.stderr.contains("[possible values: block, skip]"),
