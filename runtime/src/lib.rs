@@ -129,6 +129,9 @@
 //! | `postgres` | no | `store::PostgresStore`, `Engine::connect("postgres://…")` and transactional steps (`Turn::transact`): several processes on one database |
 //! | `test-util` | no | switches for turnwise's own crash tests (`Engine::hold_child_deliveries`); not for applications |
 
+// One job per function: clippy.toml sets the limit at 100 lines; the few longer functions
+// say why where they are.
+#![warn(clippy::too_many_lines)]
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -166,14 +166,7 @@ fn build_kind(root: &Value, schema: &Value, depth: usize) -> Field {
         return Field::of(Kind::Const(c.clone()));
     }
     if let Some(values) = obj.get("enum").and_then(Value::as_array) {
-        let nullable = values.iter().any(Value::is_null);
-        let values: Vec<Value> = values.iter().filter(|v| !v.is_null()).cloned().collect();
-        if values.iter().all(|v| !v.is_object() && !v.is_array()) && !values.is_empty() {
-            let mut f = Field::of(Kind::Choice(values));
-            f.nullable = nullable;
-            return f;
-        }
-        return Field::of(Kind::Json);
+        return choice(values);
     }
     for key in ["oneOf", "anyOf"] {
         if let Some(list) = obj.get(key).and_then(Value::as_array) {
@@ -186,7 +179,32 @@ fn build_kind(root: &Value, schema: &Value, depth: usize) -> Field {
         }
         return Field::of(Kind::Json);
     }
-    let (types, nullable) = match obj.get("type") {
+    let (types, nullable) = json_types(obj);
+    Field {
+        title: None,
+        description: None,
+        nullable,
+        kind: typed_kind(root, obj, &types, nullable, depth),
+    }
+}
+
+/// An `enum`: a choice among its scalar values (`null` among them makes the field nullable);
+/// an enum of objects or arrays, or of `null` alone, is edited as JSON.
+fn choice(values: &[Value]) -> Field {
+    let nullable = values.iter().any(Value::is_null);
+    let values: Vec<Value> = values.iter().filter(|v| !v.is_null()).cloned().collect();
+    if values.iter().all(|v| !v.is_object() && !v.is_array()) && !values.is_empty() {
+        let mut f = Field::of(Kind::Choice(values));
+        f.nullable = nullable;
+        return f;
+    }
+    Field::of(Kind::Json)
+}
+
+/// The schema's `type`, without `null`, and whether `null` was among it (an object with
+/// `properties` and no `type` is an object).
+fn json_types(obj: &serde_json::Map<String, Value>) -> (Vec<&str>, bool) {
+    match obj.get("type") {
         Some(Value::String(t)) => (vec![t.as_str()], false),
         Some(Value::Array(ts)) => {
             let names: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
@@ -198,8 +216,18 @@ fn build_kind(root: &Value, schema: &Value, depth: usize) -> Field {
         }
         _ if obj.contains_key("properties") => (vec!["object"], false),
         _ => (vec![], false),
-    };
-    let kind = match types.as_slice() {
+    }
+}
+
+/// The kind of field a schema of the JSON types `types` is edited with.
+fn typed_kind(
+    root: &Value,
+    obj: &serde_json::Map<String, Value>,
+    types: &[&str],
+    nullable: bool,
+    depth: usize,
+) -> Kind {
+    match types {
         ["string"] => Kind::Text {
             min_len: obj.get("minLength").and_then(Value::as_u64),
             max_len: obj.get("maxLength").and_then(Value::as_u64),
@@ -224,27 +252,7 @@ fn build_kind(root: &Value, schema: &Value, depth: usize) -> Field {
         ["boolean"] => Kind::Bool,
         ["null"] => Kind::Const(Value::Null),
         [] if nullable => Kind::Const(Value::Null),
-        ["object"] => match obj.get("properties").and_then(Value::as_object) {
-            Some(props) if !props.is_empty() => {
-                let required: Vec<&str> = obj
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|r| r.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                Kind::Object(
-                    props
-                        .iter()
-                        .map(|(name, s)| Prop {
-                            name: name.clone(),
-                            required: required.contains(&name.as_str()),
-                            field: build(root, s, depth + 1),
-                        })
-                        .collect(),
-                )
-            }
-            // A map (`additionalProperties`) or an object that allows anything.
-            _ => Kind::Json,
-        },
+        ["object"] => object_kind(root, obj, depth),
         ["array"] => match obj.get("items") {
             Some(items) if items.is_object() && !obj.contains_key("prefixItems") => Kind::Array {
                 items: Box::new(build(root, items, depth + 1)),
@@ -253,12 +261,31 @@ fn build_kind(root: &Value, schema: &Value, depth: usize) -> Field {
             _ => Kind::Json,
         },
         _ => Kind::Json,
-    };
-    Field {
-        title: None,
-        description: None,
-        nullable,
-        kind,
+    }
+}
+
+/// An object with properties, one field each; a map (`additionalProperties`) or an object
+/// that allows anything is edited as JSON.
+fn object_kind(root: &Value, obj: &serde_json::Map<String, Value>, depth: usize) -> Kind {
+    match obj.get("properties").and_then(Value::as_object) {
+        Some(props) if !props.is_empty() => {
+            let required: Vec<&str> = obj
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            Kind::Object(
+                props
+                    .iter()
+                    .map(|(name, s)| Prop {
+                        name: name.clone(),
+                        required: required.contains(&name.as_str()),
+                        field: build(root, s, depth + 1),
+                    })
+                    .collect(),
+            )
+        }
+        _ => Kind::Json,
     }
 }
 
@@ -611,6 +638,8 @@ fn empty(field: &Field, path: &str, required: bool, errors: &mut Errors) -> Opti
     }
 }
 
+/// The value of `field` at `path` in the submitted form, or `None` (with the reason in
+/// `errors` when there is one) when it has none.
 fn read(
     field: &Field,
     path: &str,
@@ -627,19 +656,7 @@ fn read(
         },
         Kind::Integer(_) | Kind::Number(_) => match raw {
             Some(s) if !s.is_empty() => {
-                let integer = matches!(field.kind, Kind::Integer(_));
-                match s.parse::<Number>() {
-                    Ok(n) if !integer || is_integer_text(s) => Some(Value::Number(n)),
-                    _ => {
-                        let what = if integer {
-                            "a whole number"
-                        } else {
-                            "a number"
-                        };
-                        err(errors, path, format!("{s:?} is not {what}"));
-                        None
-                    }
-                }
+                read_number(s, matches!(field.kind, Kind::Integer(_)), path, errors)
             }
             _ => empty(field, path, required, errors),
         },
@@ -675,65 +692,110 @@ fn read(
             },
             _ => empty(field, path, required, errors),
         },
-        Kind::Object(props) => {
-            if !required && data.get(&format!("{path}?")).is_none() {
-                return if field.nullable {
-                    Some(Value::Null)
-                } else {
-                    None
-                };
-            }
-            let mut out = Map::new();
-            for p in props {
-                if let Some(v) = read(&p.field, &child(path, &p.name), p.required, data, errors) {
-                    out.insert(p.name.clone(), v);
-                }
-            }
-            Some(Value::Object(out))
+        Kind::Object(props) => read_object(field, props, path, required, data, errors),
+        Kind::Array { items, .. } => read_array(field, items, path, required, data, errors),
+        Kind::OneOf(variants) => read_variant(field, variants, path, required, data, errors),
+    }
+}
+
+/// A number typed into the form: a whole one for an integer field.
+fn read_number(s: &str, integer: bool, path: &str, errors: &mut Errors) -> Option<Value> {
+    match s.parse::<Number>() {
+        Ok(n) if !integer || is_integer_text(s) => Some(Value::Number(n)),
+        _ => {
+            let what = if integer {
+                "a whole number"
+            } else {
+                "a number"
+            };
+            err(errors, path, format!("{s:?} is not {what}"));
+            None
         }
-        Kind::Array { items, .. } => {
-            let mut indices: Vec<usize> = data
-                .all(&format!("{path}[]"))
-                .iter()
-                .filter_map(|i| i.parse().ok())
-                .collect();
-            indices.sort_unstable();
-            indices.dedup();
-            if indices.is_empty() && !required {
-                return if field.nullable {
-                    Some(Value::Null)
-                } else {
-                    None
-                };
-            }
-            let list = indices
-                .into_iter()
-                .map(|i| {
-                    read(items, &format!("{path}/{i}"), true, data, errors).unwrap_or(Value::Null)
-                })
-                .collect();
-            Some(Value::Array(list))
+    }
+}
+
+/// An object's properties, each read at its own path; an optional object left out of the form
+/// is none (or `null`).
+fn read_object(
+    field: &Field,
+    props: &[Prop],
+    path: &str,
+    required: bool,
+    data: &FormData,
+    errors: &mut Errors,
+) -> Option<Value> {
+    if !required && data.get(&format!("{path}?")).is_none() {
+        return if field.nullable {
+            Some(Value::Null)
+        } else {
+            None
+        };
+    }
+    let mut out = Map::new();
+    for p in props {
+        if let Some(v) = read(&p.field, &child(path, &p.name), p.required, data, errors) {
+            out.insert(p.name.clone(), v);
         }
-        Kind::OneOf(variants) => {
-            let chosen = data.get(&format!("{path}#")).unwrap_or("");
-            if chosen.is_empty() {
-                return empty(field, path, required, errors);
-            }
-            match chosen
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| variants.get(i).map(|v| (i, v)))
-            {
-                Some((i, v)) => read(&v.field, &format!("{path}#{i}"), true, data, errors),
-                None => {
-                    err(
-                        errors,
-                        path,
-                        format!("{chosen:?} is not one of the variants"),
-                    );
-                    None
-                }
-            }
+    }
+    Some(Value::Object(out))
+}
+
+/// An array's items, in the order of their indices in the form.
+fn read_array(
+    field: &Field,
+    items: &Field,
+    path: &str,
+    required: bool,
+    data: &FormData,
+    errors: &mut Errors,
+) -> Option<Value> {
+    let mut indices: Vec<usize> = data
+        .all(&format!("{path}[]"))
+        .iter()
+        .filter_map(|i| i.parse().ok())
+        .collect();
+    indices.sort_unstable();
+    indices.dedup();
+    if indices.is_empty() && !required {
+        return if field.nullable {
+            Some(Value::Null)
+        } else {
+            None
+        };
+    }
+    let list = indices
+        .into_iter()
+        .map(|i| read(items, &format!("{path}/{i}"), true, data, errors).unwrap_or(Value::Null))
+        .collect();
+    Some(Value::Array(list))
+}
+
+/// The chosen variant of a `oneOf`, read at its own path.
+fn read_variant(
+    field: &Field,
+    variants: &[Variant],
+    path: &str,
+    required: bool,
+    data: &FormData,
+    errors: &mut Errors,
+) -> Option<Value> {
+    let chosen = data.get(&format!("{path}#")).unwrap_or("");
+    if chosen.is_empty() {
+        return empty(field, path, required, errors);
+    }
+    match chosen
+        .parse::<usize>()
+        .ok()
+        .and_then(|i| variants.get(i).map(|v| (i, v)))
+    {
+        Some((i, v)) => read(&v.field, &format!("{path}#{i}"), true, data, errors),
+        None => {
+            err(
+                errors,
+                path,
+                format!("{chosen:?} is not one of the variants"),
+            );
+            None
         }
     }
 }
