@@ -3,26 +3,26 @@
 //!
 //! Each method is one route of the protocol, read top to bottom: check the input, then load,
 //! decide and commit in a loop that retries on a conflicting revision. The decisions themselves
-//! are helpers grouped by concern: [`rules`](super::rules) (pure rules on records: settling
-//! expired leases, finishing turns, views), `writes` (admission: reserved names, new turns,
-//! sizes, operator actions), `turns` (the lease checks of worker calls) and `claim`
-//! (choosing and leasing an inbox head).
+//! are helpers grouped by concern: [`transitions`](super::transitions) (pure rules on records:
+//! settling expired leases, finishing turns, leasing, views), `app_routes` (admission: reserved
+//! names, new turns, sizes, operator actions), `worker_routes` (the lease checks of worker
+//! calls) and `claim` (choosing an inbox head and preparing it for the lease).
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::claim::{check_claim, SCAN};
-use super::rules;
 use super::schemas::Sender;
+use super::transitions;
 use turnwise_rules::durations::RETRY_AT_AHEAD;
 use turnwise_rules::{limits, names};
 
-use super::turns::{check_results, next_position, steps_limit, Decision};
-use super::writes::{
+use super::app_routes::{
     control_turn_number, due_after_control, new_turn, reserved_type, settle_head, turn_size,
     Applied, ControlChanges,
 };
+use super::worker_routes::{check_results, next_position, steps_limit, Decision};
 use super::*;
 use crate::protocol::validate::{self, Times as _};
 use crate::store::Durability::{Durable, Relaxed};
@@ -96,7 +96,7 @@ impl Backend for Engine {
                 history_through: 0,
                 history_pruned_through: 0,
                 due_at_ms: None,
-                epoch: rules::new_epoch(now),
+                epoch: transitions::new_epoch(now),
                 outbox: Vec::new(),
                 schedules: Vec::new(),
             };
@@ -111,13 +111,13 @@ impl Backend for Engine {
                 .await?
                 .landed()?
             {
-                return Ok(rules::instance_view(&inst, None, now));
+                return Ok(transitions::instance_view(&inst, None, now));
             }
         }
     }
 
     async fn send_message(&self, req: MessageRequest) -> Result<WorkflowTurn> {
-        self.send_message_as(req, rules::turn_view).await
+        self.send_message_as(req, transitions::turn_view).await
     }
 
     async fn get_instance(&self, id: &str) -> Result<WorkflowInstance> {
@@ -167,12 +167,12 @@ impl Backend for Engine {
             .first_mut()
             .filter(|t| inst.pending.first() == Some(&t.number))
         {
-            rules::settle(&mut inst, first, now, &self.inner.config);
+            transitions::settle(&mut inst, first, now, &self.inner.config);
             head = Some(first.clone());
         }
         turns.retain(|t| !t.is_finished());
         let status = match head {
-            Some(_) => rules::instance_status(&inst, head.as_ref(), now),
+            Some(_) => transitions::instance_status(&inst, head.as_ref(), now),
             None => self.view_instance(inst.clone()).await?.status,
         };
         let next_after = (turns.len() == limit)
@@ -205,7 +205,7 @@ impl Backend for Engine {
             pending_messages: inst.pending.len() as u64,
             messages: turns
                 .iter()
-                .map(|t| rules::inbox_entry(t, q.payloads))
+                .map(|t| transitions::inbox_entry(t, q.payloads))
                 .collect(),
             next_after,
             oldest_received_at_ms,
@@ -238,15 +238,15 @@ impl Backend for Engine {
         for mut inst in records {
             let mut head = self.load_head(&inst).await?;
             if let Some(h) = head.as_mut() {
-                rules::settle(&mut inst, h, now, &self.inner.config);
+                transitions::settle(&mut inst, h, now, &self.inner.config);
             }
             instances.push(TypeInboxEntry {
                 workflow_id: inst.id.clone(),
                 version: inst.version.clone(),
-                status: rules::instance_status(&inst, head.as_ref(), now),
+                status: transitions::instance_status(&inst, head.as_ref(), now),
                 pending_messages: inst.pending.len() as u64,
                 oldest_received_at_ms: head.as_ref().map(|h| h.created_at_ms),
-                head: head.as_ref().map(|h| rules::inbox_entry(h, false)),
+                head: head.as_ref().map(|h| transitions::inbox_entry(h, false)),
             });
         }
         Ok(TypeInboxResponse {
@@ -277,7 +277,10 @@ impl Backend for Engine {
             .then(|| turns.last().map(|t| t.number))
             .flatten();
         Ok(HistoryResponse {
-            turns: turns.iter().map(|t| rules::turn_view(&inst, t)).collect(),
+            turns: turns
+                .iter()
+                .map(|t| transitions::turn_view(&inst, t))
+                .collect(),
             next_after,
         })
     }
@@ -366,11 +369,11 @@ impl Backend for Engine {
 
     async fn turn(&self, q: TurnQuery) -> Result<WorkflowTurn> {
         let (inst, turn) = self.settled_turn(&q).await?;
-        Ok(rules::turn_view(&inst, &turn))
+        Ok(transitions::turn_view(&inst, &turn))
     }
 
     async fn await_turn(&self, q: TurnQuery, wait: Duration) -> Result<WorkflowTurn> {
-        self.await_turn_as(q, wait, rules::turn_view).await
+        self.await_turn_as(q, wait, transitions::turn_view).await
     }
 
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
@@ -515,15 +518,15 @@ impl Backend for Engine {
     }
 
     async fn operation(&self, req: OperationRequest) -> Result<WorkflowTurn> {
-        self.operation_as(req, rules::turn_view).await
+        self.operation_as(req, transitions::turn_view).await
     }
 
     async fn progress(&self, req: ProgressRequest) -> Result<WorkflowTurn> {
-        self.progress_as(req, rules::turn_view).await
+        self.progress_as(req, transitions::turn_view).await
     }
 
     async fn checkpoint(&self, req: CheckpointRequest) -> Result<WorkflowTurn> {
-        self.checkpoint_as(req, rules::turn_view).await
+        self.checkpoint_as(req, transitions::turn_view).await
     }
 
     async fn wait_signal(&self, req: WaitSignalRequest) -> Result<WorkflowTurn> {
@@ -532,7 +535,7 @@ impl Backend for Engine {
         validate::identifier("name", &req.name)?;
         req.check_times()?;
         steps_limit(req.position, limits.steps_per_turn)?;
-        self.on_turn(&req.lease, rules::turn_view, |inst, turn, now| {
+        self.on_turn(&req.lease, transitions::turn_view, |inst, turn, now| {
             let repeat = turn.token.as_deref() == Some(req.lease.token.as_str())
                 && turn.steps.get(req.position as usize).is_some_and(|s| {
                     s.key == req.key
@@ -543,7 +546,7 @@ impl Backend for Engine {
             if repeat {
                 return Ok(Decision::Answer);
             }
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            transitions::check_lease(&inst.id, turn, &req.lease.token, now)?;
             next_position(&inst.id, turn, req.position, &req.key)?;
             let mut step = StepCheckpoint {
                 key: req.key.clone(),
@@ -565,13 +568,13 @@ impl Backend for Engine {
             } else {
                 let wake = now.saturating_add(req.timeout_ms as Millis);
                 step.wake_at_ms = Some(wake);
-                rules::release(turn, now, RunEnd::WaitingSignal);
+                transitions::release(turn, now, RunEnd::WaitingSignal);
                 turn.status = TurnStatus::Waiting;
                 turn.ready_at_ms = wake;
                 turn.resume = true;
             }
             turn.steps.push(step);
-            rules::touch(turn, now);
+            transitions::touch(turn, now);
             turn_size(turn, limits.turn_bytes)?;
             Ok(Decision::Write(Durable, Vec::new()))
         })
@@ -588,7 +591,7 @@ impl Backend for Engine {
     }
 
     async fn complete(&self, req: CompleteRequest) -> Result<WorkflowTurn> {
-        self.complete_as(req, rules::turn_view).await
+        self.complete_as(req, transitions::turn_view).await
     }
 
     async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
@@ -602,8 +605,8 @@ impl Backend for Engine {
         check_results(req.results.as_ref())?;
         let error: String = req.error.chars().take(limits::ERROR_CHARS).collect();
         let config = &self.inner.config;
-        self.on_turn(&req.lease, rules::turn_view, |inst, turn, now| {
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+        self.on_turn(&req.lease, transitions::turn_view, |inst, turn, now| {
+            transitions::check_lease(&inst.id, turn, &req.lease.token, now)?;
             if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
                 run.usage = Some(usage.clone());
             }
@@ -612,7 +615,7 @@ impl Backend for Engine {
                     now.saturating_add(RETRY_AT_AHEAD.min as Millis),
                     now.saturating_add(RETRY_AT_AHEAD.max as Millis),
                 );
-                rules::release(turn, now, RunEnd::Waiting);
+                transitions::release(turn, now, RunEnd::Waiting);
                 turn.status = TurnStatus::Waiting;
                 turn.ready_at_ms = at;
                 turn.wait = Some(TurnWait {
@@ -625,14 +628,14 @@ impl Backend for Engine {
             } else if req.non_retryable {
                 turn.error = Some(error.clone());
                 turn.resume = false;
-                rules::exhaust(inst, turn, now);
+                transitions::exhaust(inst, turn, now);
             } else {
-                rules::fail_attempt(inst, turn, now, error.clone(), config);
+                transitions::fail_attempt(inst, turn, now, error.clone(), config);
             }
             if let Some(ending) = turn.run_ending.as_mut() {
                 ending.results = req.results.clone();
             }
-            rules::touch(turn, now);
+            transitions::touch(turn, now);
             Ok(Decision::Write(Durable, Vec::new()))
         })
         .await
@@ -658,7 +661,7 @@ impl Backend for Engine {
     }
 
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
-        self.heartbeat_as(lease, rules::turn_view).await
+        self.heartbeat_as(lease, transitions::turn_view).await
     }
 }
 
@@ -671,19 +674,19 @@ impl WorkerBackend for Engine {
     }
 
     async fn await_outcome(&self, q: TurnQuery, wait: Duration) -> Result<TurnOutcome> {
-        self.await_turn_as(q, wait, rules::turn_outcome).await
+        self.await_turn_as(q, wait, transitions::turn_outcome).await
     }
 
     async fn operation_cursor(&self, req: OperationRequest) -> Result<Value> {
-        self.operation_as(req, rules::operation_cursor).await
+        self.operation_as(req, transitions::operation_cursor).await
     }
 
     async fn progress_ack(&self, req: ProgressRequest) -> Result<()> {
-        self.progress_as(req, rules::ack).await
+        self.progress_as(req, transitions::ack).await
     }
 
     async fn checkpoint_ack(&self, req: CheckpointRequest) -> Result<()> {
-        self.checkpoint_as(req, rules::ack).await
+        self.checkpoint_as(req, transitions::ack).await
     }
 
     async fn checkpoint_then_operation(
@@ -694,13 +697,13 @@ impl WorkerBackend for Engine {
         let checked = self.check_operation(&next);
         if checked.is_err() || save.lease != next.lease {
             // Refused before any read, or on another lease: the two calls apart.
-            self.checkpoint_as(save, rules::ack).await?;
+            self.checkpoint_as(save, transitions::ack).await?;
             return Ok(match checked {
                 Err(e) => Err(e),
                 Ok(()) => self.operation_cursor(next).await,
             });
         }
-        self.save_then(save, rules::operation_cursor, |inst, turn, now| {
+        self.save_then(save, transitions::operation_cursor, |inst, turn, now| {
             decide_operation(&next, inst, turn, now)
         })
         .await
@@ -714,7 +717,7 @@ impl WorkerBackend for Engine {
         let digest = match self.check_complete(&done) {
             Ok(digest) if save.lease == done.lease => digest,
             checked => {
-                self.checkpoint_as(save, rules::ack).await?;
+                self.checkpoint_as(save, transitions::ack).await?;
                 return Ok(match checked {
                     Err(e) => Err(e),
                     Ok(_) => self.complete_ack(done).await,
@@ -722,18 +725,18 @@ impl WorkerBackend for Engine {
             }
         };
         let limits = &self.inner.config.limits;
-        self.save_then(save, rules::ack, |inst, turn, now| {
+        self.save_then(save, transitions::ack, |inst, turn, now| {
             decide_complete(&done, &digest, limits, inst, turn, now)
         })
         .await
     }
 
     async fn complete_ack(&self, req: CompleteRequest) -> Result<()> {
-        self.complete_as(req, rules::ack).await
+        self.complete_as(req, transitions::ack).await
     }
 
     async fn heartbeat_ack(&self, lease: Lease) -> Result<()> {
-        self.heartbeat_as(lease, rules::ack).await
+        self.heartbeat_as(lease, transitions::ack).await
     }
 
     #[cfg(feature = "postgres")]
@@ -846,7 +849,7 @@ impl Engine {
             return Err(self.turn_not_found(&inst, q.turn));
         };
         if inst.pending.first() == Some(&turn.number) {
-            rules::settle(&mut inst, &mut turn, self.now(), &self.inner.config);
+            transitions::settle(&mut inst, &mut turn, self.now(), &self.inner.config);
         }
         Ok((inst, turn))
     }
@@ -912,7 +915,7 @@ impl Engine {
         validate::size("checkpoint", &req.checkpoint, limits.checkpoint_bytes)?;
         validate::progress_details(&req.details)?;
         self.on_turn(&req.lease, answer, |inst, turn, now| {
-            rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+            transitions::check_lease(&inst.id, turn, &req.lease.token, now)?;
             let number = turn.number;
             let Some(op) = turn.operation.as_mut().filter(|op| op.key == req.key) else {
                 return Err(Error::conflict(format_args!(
@@ -936,8 +939,8 @@ impl Engine {
             op.details = req.details.clone();
             op.checkpoint = req.checkpoint.clone();
             op.last_heartbeat_ms = now;
-            rules::record_phase(turn, &req.details, now);
-            rules::touch(turn, now);
+            transitions::record_phase(turn, &req.details, now);
+            transitions::touch(turn, now);
             Ok(Decision::Write(Relaxed, Vec::new()))
         })
         .await
@@ -1018,7 +1021,7 @@ impl Engine {
             validate::size("continuation.message", &c.message, limits.message_bytes)?;
         }
         check_results(req.results.as_ref())?;
-        Ok(rules::completion_digest(
+        Ok(transitions::completion_digest(
             &req.state,
             &req.result,
             req.continuation.as_ref().map(|c| &c.message),
@@ -1051,7 +1054,7 @@ impl Engine {
         match both {
             Ok(answered) => Ok(Ok(answered)),
             Err(e) if refused => {
-                self.checkpoint_as(save, rules::ack).await?;
+                self.checkpoint_as(save, transitions::ack).await?;
                 Ok(Err(e))
             }
             Err(e) => Err(e),
@@ -1065,9 +1068,9 @@ impl Engine {
         answer: fn(&InstanceRecord, &TurnRecord) -> T,
     ) -> Result<T> {
         self.on_turn(&lease, answer, |inst, turn, now| {
-            rules::check_lease(&inst.id, turn, &lease.token, now)?;
+            transitions::check_lease(&inst.id, turn, &lease.token, now)?;
             turn.deadline_ms = Some(now.saturating_add(inst.lease_ms as Millis));
-            rules::touch(turn, now);
+            transitions::touch(turn, now);
             Ok(Decision::Write(Relaxed, Vec::new()))
         })
         .await
@@ -1094,7 +1097,7 @@ impl Engine {
             let mut turn = self.load_turn(&inst, req.turn).await?;
             if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
                 if s.name == req.name && s.value == req.value {
-                    return Ok(Change::Answer(rules::turn_view(&inst, &turn)));
+                    return Ok(Change::Answer(transitions::turn_view(&inst, &turn)));
                 }
                 return Err(Error::conflict(format_args!(
                     "signal id `{}` was already delivered to turn {} with another name or value; use a new id",
@@ -1141,9 +1144,9 @@ impl Engine {
                 }
             }
             turn.signals.push(signal);
-            rules::touch(&mut turn, now);
+            transitions::touch(&mut turn, now);
             turn_size(&turn, limits.turn_bytes)?;
-            let view = rules::turn_view(&inst, &turn);
+            let view = transitions::turn_view(&inst, &turn);
             Ok(Change::Write(inst, vec![turn], view))
             })
         })
@@ -1189,7 +1192,7 @@ fn decide_operation(
     turn: &mut TurnRecord,
     now: Millis,
 ) -> Result<Decision> {
-    rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+    transitions::check_lease(&inst.id, turn, &req.lease.token, now)?;
     let same = turn.operation.as_ref().is_some_and(|op| {
         op.key == req.key
             && op.kind == req.kind
@@ -1218,7 +1221,7 @@ fn decide_operation(
         checkpoint: carried,
         heartbeat_timeout_ms: req.heartbeat_timeout_ms,
     });
-    rules::touch(turn, now);
+    transitions::touch(turn, now);
     Ok(Decision::Write(Relaxed, Vec::new()))
 }
 
@@ -1241,7 +1244,7 @@ fn decide_checkpoint(
     if repeat {
         return Ok(Decision::Answer);
     }
-    rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+    transitions::check_lease(&inst.id, turn, &req.lease.token, now)?;
     next_position(&inst.id, turn, req.position, &req.key)?;
     let mut step = StepCheckpoint {
         key: req.key.clone(),
@@ -1256,7 +1259,7 @@ fn decide_checkpoint(
         let wake = now.saturating_add(delay as Millis);
         step.delay_ms = Some(delay);
         step.wake_at_ms = Some(wake);
-        rules::release(turn, now, RunEnd::Sleeping);
+        transitions::release(turn, now, RunEnd::Sleeping);
         turn.status = TurnStatus::Waiting;
         turn.ready_at_ms = wake;
         turn.resume = true;
@@ -1264,7 +1267,7 @@ fn decide_checkpoint(
     turn.steps.push(step);
     turn.operation = None;
     turn.last_operation = None;
-    rules::touch(turn, now);
+    transitions::touch(turn, now);
     turn_size(turn, limits.turn_bytes)?;
     Ok(Decision::Write(Durable, Vec::new()))
 }
@@ -1284,7 +1287,7 @@ fn decide_complete(
     {
         return Ok(Decision::Answer);
     }
-    rules::check_lease(&inst.id, turn, &req.lease.token, now)?;
+    transitions::check_lease(&inst.id, turn, &req.lease.token, now)?;
     let mut extra = Vec::new();
     if let Some(c) = &req.continuation {
         let number = inst.next_turn;
@@ -1314,7 +1317,7 @@ fn decide_complete(
     turn.state_after = req.state.clone();
     turn.completion_digest = Some(digest.to_owned());
     turn.resume = false;
-    rules::finish(inst, turn, TurnStatus::Completed, now);
+    transitions::finish(inst, turn, TurnStatus::Completed, now);
     if let Some(ending) = turn.run_ending.as_mut() {
         ending.results = req.results.clone();
     }

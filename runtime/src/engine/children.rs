@@ -15,8 +15,8 @@
 
 use serde_json::{json, Value};
 
-use super::rules;
 use super::schemas::Sender;
+use super::transitions;
 use super::*;
 use crate::store::Durability::Relaxed;
 use crate::store::OutboxEntry;
@@ -133,7 +133,7 @@ impl Engine {
             }
             inst.outbox.clear();
             let head = self.load_head(&inst).await?;
-            inst.due_at_ms = rules::due_at(&inst, head.as_ref(), self.now());
+            inst.due_at_ms = transitions::due_at(&inst, head.as_ref(), self.now());
             let read_rev = inst.revision;
             // Losing this write loses nothing: the entries would be delivered again.
             if self

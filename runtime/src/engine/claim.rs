@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::rules::{self, Settled};
-use super::writes::reserved_type;
+use super::app_routes::reserved_type;
+use super::transitions::{self, Settled};
 use super::*;
 use crate::protocol::validate;
 use crate::store::Durability::{Durable, Relaxed};
@@ -123,7 +123,8 @@ impl Engine {
                 Prepared::Ready { inst, head, now } => (inst, head, now),
             };
             let read_rev = inst.revision;
-            let (token, ended) = rules::lease(&self.ns, &mut inst, &mut head, &req.worker, now);
+            let (token, ended) =
+                transitions::lease(&self.ns, &mut inst, &mut head, &req.worker, now);
             let task = self.task(&inst, &head, token);
             if self
                 .write(
@@ -189,7 +190,7 @@ impl Engine {
             }
             return Ok(Prepared::Nothing);
         };
-        let settled = rules::settle(&mut inst, &mut head, now, &self.inner.config);
+        let settled = transitions::settle(&mut inst, &mut head, now, &self.inner.config);
         if settled == Settled::Finished {
             // The head ran out of attempts and was skipped: record it, then look again.
             inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
@@ -212,7 +213,7 @@ impl Engine {
         if ready && listed {
             return Ok(Prepared::Ready { inst, head, now });
         }
-        let due = rules::due_at(&inst, Some(&head), now);
+        let due = transitions::due_at(&inst, Some(&head), now);
         if settled == Settled::Changed || due != inst.due_at_ms {
             inst.due_at_ms = due;
             // Exhausting a turn is a decision worth keeping; the rest can be re-derived.
@@ -242,7 +243,7 @@ impl Engine {
             token,
             lease_ms: inst.lease_ms,
             effect_prefix: head.effect_prefix.clone(),
-            turn: rules::turn_view(inst, head),
+            turn: transitions::turn_view(inst, head),
             steps_max: Some(self.inner.config.limits.steps_per_turn as u64),
             results_max: Some(RunResultsReport::MAX_INPUTS as u64),
         }

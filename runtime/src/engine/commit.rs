@@ -3,9 +3,9 @@
 //! records the commit metrics, rings the waiting claims the commit concerns and wakes the
 //! outcome waiters. The application routes decide in [`Engine::on_instance`], the loop
 //! that reads the instance, decides and commits through it, as the turn routes do in
-//! `Engine::on_turn` (turns.rs).
+//! `Engine::on_turn` (worker_routes.rs).
 
-use super::{children, instance_key, rules, schedules, workflow_key, Engine, Tries};
+use super::{children, instance_key, schedules, transitions, workflow_key, Engine, Tries};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -152,7 +152,7 @@ impl Engine {
         }
         for t in &mut turns {
             if let Some(ending) = t.run_ending.take() {
-                runs.extend(rules::run_summary(&self.ns, &inst, t, ending));
+                runs.extend(transitions::run_summary(&self.ns, &inst, t, ending));
             }
         }
         let keep_runs = self.inner.config.run_retention;

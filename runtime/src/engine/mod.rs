@@ -12,18 +12,18 @@
 //! fixed interval. On a store that several processes share, the commits of the other processes
 //! arrive as [`Notice`]s ([`Store::watch`]) and ring the same way.
 
+mod app_routes;
 mod backend;
 mod children;
 mod claim;
 mod commit;
 mod outcomes;
-mod rules;
 mod schedules;
 mod schemas;
-mod turns;
+mod transitions;
 mod wakeups;
 mod worker_backend;
-mod writes;
+mod worker_routes;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -14,7 +14,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::writes::new_turn;
+use super::app_routes::new_turn;
 use super::*;
 use crate::protocol::firing_id;
 use crate::protocol::validate::{self, Times as _};
@@ -296,7 +296,7 @@ impl Engine {
         schedules.retain(|s| s.next_fire_ms.is_some());
         inst.schedules = schedules;
         if !turns.is_empty() {
-            inst.due_at_ms = rules::due_at(&inst, None, now);
+            inst.due_at_ms = transitions::due_at(&inst, None, now);
         }
         match self
             .write(

@@ -6,7 +6,7 @@
 //! request with success (a client that lost the answer retries), checks the lease, decides, and
 //! commits guarded by the instance revision.
 
-use super::rules;
+use super::transitions;
 use super::*;
 use crate::protocol::validate;
 
@@ -170,7 +170,7 @@ impl Engine {
     /// fresh reads when another write came first. The answer is the turn as decided.
     ///
     /// `answer` makes the answer from the instance and the turn as decided: the wire view
-    /// ([`rules::turn_view`]) for the protocol's routes, or only what an SDK worker reads (the
+    /// ([`transitions::turn_view`]) for the protocol's routes, or only what an SDK worker reads (the
     /// `*_ack` and `operation_cursor` calls), which spares copying the turn's message, steps
     /// and outputs on every call.
     pub(super) async fn on_turn<T>(
@@ -207,7 +207,7 @@ impl Engine {
                 // The head moved to history; the next one is not loaded here: look now.
                 inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
             } else if inst.pending.first() == Some(&turn.number) {
-                inst.due_at_ms = rules::due_at(&inst, Some(&turn), now);
+                inst.due_at_ms = transitions::due_at(&inst, Some(&turn), now);
             }
             let view = answer(&inst, &turn);
             let mut turns = Vec::with_capacity(1 + extra.len());

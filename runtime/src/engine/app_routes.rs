@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::rules::{self, Settled};
+use super::transitions::{self, Settled};
 use super::*;
 use crate::protocol::validate;
 use turnwise_rules::names;
@@ -31,7 +31,7 @@ pub(super) fn new_turn(
     origin: Option<MessageOrigin>,
     now: Millis,
 ) -> TurnRecord {
-    let effect_prefix = rules::effect_prefix(inst, number, &message_id);
+    let effect_prefix = transitions::effect_prefix(inst, number, &message_id);
     TurnRecord::queued(number, message_id, message, origin, now, effect_prefix)
 }
 
@@ -60,12 +60,12 @@ impl Engine {
         let now = self.now();
         let mut head = self.load_head(&inst).await?;
         if let Some(h) = head.as_mut() {
-            if rules::settle(&mut inst, h, now, &self.inner.config) == Settled::Finished {
+            if transitions::settle(&mut inst, h, now, &self.inner.config) == Settled::Finished {
                 // The head ran out of attempts and would be skipped: show the next one.
                 head = self.load_head(&inst).await?;
             }
         }
-        Ok(rules::instance_view(&inst, head.as_ref(), now))
+        Ok(transitions::instance_view(&inst, head.as_ref(), now))
     }
 }
 
@@ -97,7 +97,7 @@ pub(super) fn settle_head(
     let mut turns = Vec::new();
     let mut finished = false;
     if let Some(h) = head.as_mut() {
-        match rules::settle(inst, h, now, cfg) {
+        match transitions::settle(inst, h, now, cfg) {
             Settled::Unchanged => {}
             Settled::Changed => turns.push(h.clone()),
             Settled::Finished => {
@@ -138,7 +138,7 @@ pub(super) fn due_after_control(
 ) -> Option<Millis> {
     let head_now = head.filter(|h| inst.pending.first() == Some(&h.number));
     match (&head_now, inst.pending.is_empty()) {
-        (Some(h), _) => rules::due_at(inst, Some(h), now),
+        (Some(h), _) => transitions::due_at(inst, Some(h), now),
         (None, false) if !inst.paused => Some(now),
         _ => None,
     }
@@ -161,7 +161,7 @@ impl Engine {
                     h.status == TurnStatus::Queued && h.ready_at_ms > now && h.error.is_some()
                 }) {
                     h.ready_at_ms = now;
-                    rules::touch(h, now);
+                    transitions::touch(h, now);
                     upsert(c.turns, h.clone());
                 }
             }
@@ -185,9 +185,9 @@ impl Engine {
                     t.attempt = 0;
                     t.ready_at_ms = now;
                     t.resume = false;
-                    rules::touch(&mut t, now);
+                    transitions::touch(&mut t, now);
                 } else {
-                    rules::finish(c.inst, &mut t, TurnStatus::Failed, now);
+                    transitions::finish(c.inst, &mut t, TurnStatus::Failed, now);
                 }
                 c.head.take_if(|h| h.number == n);
                 c.turns.push(t);
@@ -201,7 +201,7 @@ impl Engine {
                         c.inst.id, t.status
                     )));
                 }
-                rules::finish(c.inst, &mut t, TurnStatus::Cancelled, now);
+                transitions::finish(c.inst, &mut t, TurnStatus::Cancelled, now);
                 c.head.take_if(|h| h.number == n);
                 c.turns.push(t);
             }
@@ -218,7 +218,7 @@ impl Engine {
                 if let Some(w) = &mut h.wait {
                     w.until_ms = now;
                 }
-                rules::touch(h, now);
+                transitions::touch(h, now);
                 upsert(c.turns, h.clone());
             }
         }
