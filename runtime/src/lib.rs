@@ -138,23 +138,21 @@
 // Generated code names `::turnwise::...`; this makes those paths work inside this crate too.
 extern crate self as turnwise;
 
-pub mod clock;
+#[cfg(feature = "engine")]
+#[cfg_attr(docsrs, doc(cfg(feature = "engine")))]
 pub mod engine;
-// The `Http` backend: its source is `client/` (the layer beside the stores), its public path
-// `turnwise::http`, the one users, docs and tests name.
-#[cfg(feature = "http")]
-#[path = "client/mod.rs"]
-pub mod http;
-pub mod metrics;
 pub mod prelude;
-pub mod protocol;
 mod sdk;
-mod skip;
 pub mod store;
-pub mod trace;
+mod worker_backend;
 
-// The protocol layer's modules, at the paths users know.
-pub use protocol::{backend, error, validate};
+// The contract, at the paths users know: `turnwise-core`'s modules.
+pub use turnwise_core::protocol::{backend, error, validate};
+pub use turnwise_core::{clock, metrics, protocol, trace};
+/// The `Http` backend: the `turnwise-http` crate, a client of a turnwise (or Little Big Brain)
+/// server.
+#[cfg(feature = "http")]
+pub use turnwise_http as http;
 // The SDK's modules, at the paths users know.
 pub use sdk::{codec, context, handle, schema, testing, worker, workflow};
 
@@ -164,12 +162,14 @@ pub use sdk::{codec, context, handle, schema, testing, worker, workflow};
 pub mod __private;
 
 pub use backend::Backend;
-pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy, WorkerBackend};
+#[cfg(feature = "engine")]
+pub use engine::{Engine, EngineConfig, Limits, RetentionPolicy};
 pub use error::{Error, Result};
 pub use handle::{CallError, Handle, Pending, WorkflowExt};
 #[cfg(feature = "http")]
 pub use http::{Http, HttpBuilder};
 pub use worker::{RunningWorker, Worker};
+pub use worker_backend::WorkerBackend;
 pub use workflow::{
     AcceptedBy, Accepts, Done, Signal, StepOutput, TurnError, TurnResult, Workflow, WorkflowError,
     WorkflowOptions, WorkflowWait,

@@ -1,6 +1,7 @@
 //! What workflow code usually needs: `use turnwise::prelude::*;`.
 
-pub use crate::engine::{Engine, WorkerBackend};
+#[cfg(feature = "engine")]
+pub use crate::engine::Engine;
 pub use crate::protocol::backend::Backend;
 pub use crate::protocol::{CatchUp, OnExhausted, OperationKind, ScheduleSpec};
 pub use crate::sdk::context::{ChildError, Resumable, StepCtx, StepOptions, Turn};
@@ -10,5 +11,6 @@ pub use crate::sdk::workflow::{
     Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
     WorkflowWait,
 };
+pub use crate::worker_backend::WorkerBackend;
 #[cfg(feature = "macros")]
 pub use turnwise_macros::{step, workflow, Signal};

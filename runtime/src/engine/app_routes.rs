@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::transitions::{self, Settled};
+use super::transitions::{self, Transitioned};
 use super::*;
 use crate::protocol::validate;
 use turnwise_rules::names;
@@ -60,7 +60,8 @@ impl Engine {
         let now = self.now();
         let mut head = self.load_head(&inst).await?;
         if let Some(h) = head.as_mut() {
-            if transitions::settle(&mut inst, h, now, &self.inner.config) == Settled::Finished {
+            if transitions::settle(&mut inst, h, now, &self.inner.config) == Transitioned::Finished
+            {
                 // The head ran out of attempts and would be skipped: show the next one.
                 head = self.load_head(&inst).await?;
             }
@@ -98,9 +99,9 @@ pub(super) fn settle_head(
     let mut finished = false;
     if let Some(h) = head.as_mut() {
         match transitions::settle(inst, h, now, cfg) {
-            Settled::Unchanged => {}
-            Settled::Changed => turns.push(h.clone()),
-            Settled::Finished => {
+            Transitioned::Unchanged => {}
+            Transitioned::Changed => turns.push(h.clone()),
+            Transitioned::Finished => {
                 turns.push(h.clone());
                 finished = true;
             }
@@ -122,7 +123,7 @@ pub(super) struct ControlChanges<'a> {
 
 /// Whether an operator action changed anything to commit.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Applied {
+pub(super) enum ControlEffect {
     /// Records changed: commit them.
     Changes,
     /// Nothing to do (`wake` with no waiting head): answer the instance as it is.
@@ -151,7 +152,7 @@ impl Engine {
         req: &ControlRequest,
         number: Option<u64>,
         mut c: ControlChanges<'_>,
-    ) -> Result<Applied> {
+    ) -> Result<ControlEffect> {
         let now = c.now;
         match req.action {
             ControlAction::Pause => c.inst.paused = true,
@@ -211,7 +212,7 @@ impl Engine {
                     .as_mut()
                     .filter(|h| h.status == TurnStatus::Waiting && h.wait.is_some())
                 else {
-                    return Ok(Applied::Nothing);
+                    return Ok(ControlEffect::Nothing);
                 };
                 h.ready_at_ms = now;
                 h.status = TurnStatus::Queued;
@@ -222,7 +223,7 @@ impl Engine {
                 upsert(c.turns, h.clone());
             }
         }
-        Ok(Applied::Changes)
+        Ok(ControlEffect::Changes)
     }
 
     /// The turn `n` an action targets: taken out of the turns already changed, else a copy of

@@ -20,7 +20,7 @@ use turnwise_rules::{limits, names};
 
 use super::app_routes::{
     control_turn_number, due_after_control, new_turn, reserved_type, settle_head, turn_size,
-    Applied, ControlChanges,
+    ControlChanges, ControlEffect,
 };
 use super::worker_routes::{check_results, next_position, steps_limit, Decision};
 use super::*;
@@ -394,7 +394,7 @@ impl Backend for Engine {
                 turns: &mut turns,
                 now,
             };
-            if self.apply_control(&req, number, changes).await? == Applied::Nothing {
+            if self.apply_control(&req, number, changes).await? == ControlEffect::Nothing {
                 return self.view_instance(inst).await;
             }
             inst.due_at_ms = due_after_control(&inst, head, now);
@@ -741,7 +741,7 @@ impl WorkerBackend for Engine {
 
     #[cfg(feature = "postgres")]
     fn step_transactions(&self) -> Option<crate::store::StepTransactions> {
-        self.inner.store.step_transactions()
+        self.inner.step_transactions.clone()
     }
 }
 
@@ -1097,7 +1097,7 @@ impl Engine {
             let mut turn = self.load_turn(&inst, req.turn).await?;
             if let Some(s) = turn.signals.iter().find(|s| s.id == req.id) {
                 if s.name == req.name && s.value == req.value {
-                    return Ok(Change::Answer(transitions::turn_view(&inst, &turn)));
+                    return Ok(InstanceDecision::Answer(transitions::turn_view(&inst, &turn)));
                 }
                 return Err(Error::conflict(format_args!(
                     "signal id `{}` was already delivered to turn {} with another name or value; use a new id",
@@ -1147,7 +1147,7 @@ impl Engine {
             transitions::touch(&mut turn, now);
             turn_size(&turn, limits.turn_bytes)?;
             let view = transitions::turn_view(&inst, &turn);
-            Ok(Change::Write(inst, vec![turn], view))
+            Ok(InstanceDecision::Write(inst, vec![turn], view))
             })
         })
         .await

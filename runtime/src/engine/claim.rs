@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::app_routes::reserved_type;
-use super::transitions::{self, Settled};
+use super::transitions::{self, Transitioned};
 use super::*;
 use crate::protocol::validate;
 use crate::store::Durability::{Durable, Relaxed};
@@ -191,7 +191,7 @@ impl Engine {
             return Ok(Prepared::Nothing);
         };
         let settled = transitions::settle(&mut inst, &mut head, now, &self.inner.config);
-        if settled == Settled::Finished {
+        if settled == Transitioned::Finished {
             // The head ran out of attempts and was skipped: record it, then look again.
             inst.due_at_ms = (!inst.pending.is_empty() && !inst.paused).then_some(now);
             self.write(
@@ -214,7 +214,7 @@ impl Engine {
             return Ok(Prepared::Ready { inst, head, now });
         }
         let due = transitions::due_at(&inst, Some(&head), now);
-        if settled == Settled::Changed || due != inst.due_at_ms {
+        if settled == Transitioned::Changed || due != inst.due_at_ms {
             inst.due_at_ms = due;
             // Exhausting a turn is a decision worth keeping; the rest can be re-derived.
             let durability = if head.status == TurnStatus::Failed {

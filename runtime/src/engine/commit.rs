@@ -59,7 +59,7 @@ impl Committed {
     clippy::large_enum_variant,
     reason = "made once per decision and moved into the commit; a box would allocate per decision"
 )]
-pub(super) enum Change<T> {
+pub(super) enum InstanceDecision<T> {
     /// Nothing to write: answer this (an exact repeat, or nothing to change).
     Answer(T),
     /// Commit this record (changed) with these turns, durably, and answer this once it lands.
@@ -67,7 +67,8 @@ pub(super) enum Change<T> {
 }
 
 /// A decision on an instance, made by [`Engine::on_instance`]'s `decide`.
-pub(super) type Deciding<'a, T> = Pin<Box<dyn Future<Output = Result<Change<T>>> + Send + 'a>>;
+pub(super) type Deciding<'a, T> =
+    Pin<Box<dyn Future<Output = Result<InstanceDecision<T>>> + Send + 'a>>;
 
 /// What the metrics and wake-ups need after the record has moved into the store.
 struct Rings {
@@ -255,8 +256,8 @@ impl Engine {
             let read_rev = inst.revision;
             let now = self.now();
             let (inst, turns, answer) = match decide(inst, now, first).await? {
-                Change::Answer(answer) => return Ok(answer),
-                Change::Write(inst, turns, answer) => (inst, turns, answer),
+                InstanceDecision::Answer(answer) => return Ok(answer),
+                InstanceDecision::Write(inst, turns, answer) => (inst, turns, answer),
             };
             first = false;
             let write = self.write(

@@ -22,7 +22,6 @@ mod schedules;
 mod schemas;
 mod transitions;
 mod wakeups;
-mod worker_backend;
 mod worker_routes;
 
 use std::sync::Arc;
@@ -37,9 +36,9 @@ use crate::protocol::*;
 use crate::store::{
     CommitError, Durability, InstanceRecord, MemoryStore, Notice, Store, TurnRecord,
 };
-use commit::{Change, Committed, Record};
+pub use crate::worker_backend::WorkerBackend;
+use commit::{Committed, InstanceDecision, Record};
 use turnwise_rules::limits;
-pub use worker_backend::WorkerBackend;
 
 /// Size and count limits, refused with a clear error before anything is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,6 +171,10 @@ struct Inner {
     hold_deliveries: std::sync::atomic::AtomicBool,
     /// The registered schema documents of the namespaces looked at.
     schemas: schemas::Schemas,
+    /// The transactions of transactional steps, when the store is a `PostgresStore` the
+    /// engine was built over by [`Engine::postgres`] (or [`Engine::connect`]).
+    #[cfg(feature = "postgres")]
+    step_transactions: Option<crate::store::StepTransactions>,
 }
 
 /// The message-workflow engine, in-process. Cheap to clone; clones share the store.
@@ -189,13 +192,41 @@ pub struct Engine {
 pub const DEFAULT_NAMESPACE: &str = "default";
 
 impl Engine {
-    /// An engine over `store`, timed by `clock`.
+    /// An engine over `store`, timed by `clock`. Over a `PostgresStore`, [`Engine::postgres`]
+    /// also offers transactional steps.
     pub fn new(store: impl Store, clock: impl Clock, config: EngineConfig) -> Self {
         Self::from_parts(Arc::new(store), Arc::new(clock), config)
     }
 
     /// An engine over shared parts.
+    ///
+    /// An engine built this way offers no transactional steps (`Turn::transact`), whatever
+    /// its store: over a `PostgresStore`, build it with [`Engine::postgres`].
     pub fn from_parts(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
+        Self::build(store, clock, config, None)
+    }
+
+    /// An engine over a PostgreSQL store, timed by `clock`, that offers its workers
+    /// transactional steps (`Turn::transact`): a step's SQL and its checkpoint commit in one
+    /// transaction of `store`'s database. [`Engine::connect`] with a `postgres://` address
+    /// builds one with the system clock.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(
+        store: crate::store::PostgresStore,
+        clock: impl Clock,
+        config: EngineConfig,
+    ) -> Self {
+        let transactions = store.step_transactions();
+        Self::build(Arc::new(store), Arc::new(clock), config, Some(transactions))
+    }
+
+    fn build(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        config: EngineConfig,
+        #[cfg(feature = "postgres")] step_transactions: Option<crate::store::StepTransactions>,
+        #[cfg(not(feature = "postgres"))] _: Option<std::convert::Infallible>,
+    ) -> Self {
         let inner = Inner {
             store,
             clock,
@@ -206,6 +237,8 @@ impl Engine {
             #[cfg(feature = "test-util")]
             hold_deliveries: std::sync::atomic::AtomicBool::new(false),
             schemas: schemas::Schemas::default(),
+            #[cfg(feature = "postgres")]
+            step_transactions,
         };
         let inner = Arc::new(inner);
         // Other processes' commits on a shared store ring this engine's claims and readers
@@ -276,7 +309,7 @@ impl Engine {
             #[cfg(feature = "postgres")]
             {
                 let store = crate::store::PostgresStore::connect(address).await?;
-                return Ok(Self::new(store, SystemClock, config));
+                return Ok(Self::postgres(store, SystemClock, config));
             }
             #[cfg(not(feature = "postgres"))]
             return Err(Error::invalid(

@@ -347,7 +347,7 @@ impl Engine {
                 }
                 if let Some(s) = inst.schedules.iter().find(|s| s.name == req.name) {
                     if repeats(s, req) {
-                        return Ok(Change::Answer(s.clone()));
+                        return Ok(InstanceDecision::Answer(s.clone()));
                     }
                     return Err(Error::conflict(format_args!(
                     "instance `{}` already has a schedule named `{}` with another spec, message \
@@ -413,7 +413,7 @@ impl Engine {
                         limit: limits.schedule_bytes,
                     });
                 }
-                Ok(Change::Write(inst, Vec::new(), schedule))
+                Ok(InstanceDecision::Write(inst, Vec::new(), schedule))
             })
         })
         .await
@@ -475,7 +475,7 @@ impl Engine {
             Box::pin(async move {
                 let Some(i) = inst.schedules.iter().position(|s| s.name == req.name) else {
                     if req.action == ScheduleAction::Delete {
-                        return Ok(Change::Answer(ScheduleControlResponse {
+                        return Ok(InstanceDecision::Answer(ScheduleControlResponse {
                             schedule: None,
                             deleted: false,
                         }));
@@ -491,7 +491,7 @@ impl Engine {
                         let pause = req.action == ScheduleAction::Pause;
                         let s = &mut inst.schedules[i];
                         if s.paused == pause {
-                            return Ok(Change::Answer(ScheduleControlResponse {
+                            return Ok(InstanceDecision::Answer(ScheduleControlResponse {
                                 schedule: Some(s.clone()),
                                 deleted: false,
                             }));
@@ -505,7 +505,7 @@ impl Engine {
                     deleted: answer.is_none(),
                     schedule: answer,
                 };
-                Ok(Change::Write(inst, Vec::new(), answer))
+                Ok(InstanceDecision::Write(inst, Vec::new(), answer))
             })
         })
         .await

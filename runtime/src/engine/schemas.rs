@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::*;
 #[cfg(feature = "schema-validation")]
-use crate::protocol::schema_check::{self as check, SchemaPart};
+use crate::protocol::schema_check::{self as check, SchemaPart, Validator};
 use crate::protocol::validate;
 
 /// How long a namespace's documents read from the store are used before they are read again.
@@ -33,9 +33,9 @@ struct Stored {
 pub(super) struct Entry {
     stored: Stored,
     #[cfg(feature = "schema-validation")]
-    message: Option<jsonschema::Validator>,
+    message: Option<Validator>,
     #[cfg(feature = "schema-validation")]
-    signals: HashMap<String, jsonschema::Validator>,
+    signals: HashMap<String, Validator>,
 }
 
 impl Entry {
@@ -62,7 +62,7 @@ pub(super) struct Schemas {
 }
 
 #[cfg(feature = "schema-validation")]
-fn compile(param: &str, schema: &Value) -> Result<Option<jsonschema::Validator>> {
+fn compile(param: &str, schema: &Value) -> Result<Option<Validator>> {
     check::validator(schema)
         .map_err(|e| Error::invalid(param, format!("`{param}` is not a usable JSON Schema: {e}")))
 }
@@ -288,7 +288,7 @@ fn undeclared<'a>(
 /// of `inst`'s document.
 #[cfg(feature = "schema-validation")]
 fn refuse_violations(
-    validator: &jsonschema::Validator,
+    validator: &Validator,
     part: SchemaPart<'_>,
     inst: &InstanceRecord,
     value: &Value,

@@ -17,7 +17,7 @@ use crate::store::{InstanceRecord, RunEnding, TurnRecord};
 
 /// What [`settle`] did to a turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Settled {
+pub(super) enum Transitioned {
     /// Nothing was due.
     Unchanged,
     /// A time-based transition happened; the turn is still unfinished.
@@ -34,7 +34,7 @@ pub(super) fn settle(
     head: &mut TurnRecord,
     now: Millis,
     cfg: &EngineConfig,
-) -> Settled {
+) -> Transitioned {
     match head.status {
         TurnStatus::Running => {
             if let Some(why) = operation_expiry(head, now) {
@@ -48,7 +48,7 @@ pub(super) fn settle(
                 // The lease already made the turn wait, so it is ready again at once.
                 return end_attempt(inst, head, now, why, 0, RunEnd::LeaseLost);
             }
-            Settled::Unchanged
+            Transitioned::Unchanged
         }
         TurnStatus::Waiting if head.ready_at_ms <= now => {
             if let Some(step) = head.steps.last_mut() {
@@ -58,9 +58,9 @@ pub(super) fn settle(
             }
             head.status = TurnStatus::Queued;
             touch(head, now);
-            Settled::Changed
+            Transitioned::Changed
         }
-        _ => Settled::Unchanged,
+        _ => Transitioned::Unchanged,
     }
 }
 
@@ -88,7 +88,7 @@ pub(super) fn fail_attempt(
     now: Millis,
     error: String,
     cfg: &EngineConfig,
-) -> Settled {
+) -> Transitioned {
     let delay = backoff(head.attempt, cfg);
     end_attempt(inst, head, now, error, delay, RunEnd::Failed)
 }
@@ -100,7 +100,7 @@ fn end_attempt(
     error: String,
     delay_ms: Millis,
     end: RunEnd,
-) -> Settled {
+) -> Transitioned {
     release(head, now, end);
     head.error = Some(error);
     head.resume = false;
@@ -109,20 +109,24 @@ fn end_attempt(
     }
     head.status = TurnStatus::Queued;
     head.ready_at_ms = now.saturating_add(delay_ms);
-    Settled::Changed
+    Transitioned::Changed
 }
 
 /// A turn out of attempts: blocks the inbox, or moves to history with `on_exhausted = skip`.
-pub(super) fn exhaust(inst: &mut InstanceRecord, head: &mut TurnRecord, now: Millis) -> Settled {
+pub(super) fn exhaust(
+    inst: &mut InstanceRecord,
+    head: &mut TurnRecord,
+    now: Millis,
+) -> Transitioned {
     release(head, now, RunEnd::Failed);
     match inst.on_exhausted {
         OnExhausted::Skip => {
             finish(inst, head, TurnStatus::Failed, now);
-            Settled::Finished
+            Transitioned::Finished
         }
         OnExhausted::Block => {
             head.status = TurnStatus::Failed;
-            Settled::Changed
+            Transitioned::Changed
         }
     }
 }

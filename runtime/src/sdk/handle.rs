@@ -4,12 +4,12 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::WorkerBackend;
 use crate::protocol::backend::Backend;
 use crate::protocol::error::{Error, Result};
 use crate::protocol::*;
 use crate::sdk::codec;
 use crate::sdk::workflow::{AcceptedBy, Workflow};
+use crate::worker_backend::WorkerBackend;
 
 /// The future of a [`Handle`] call that returns a boxed future (see [`Handle::signal`]).
 pub type Pending<'a, T> =

@@ -14,10 +14,12 @@ pub mod context;
 pub mod handle;
 mod outcome;
 pub mod schema;
+#[cfg(feature = "engine")]
+mod test_env;
 pub mod testing;
 pub mod worker;
 pub mod workflow;
 
 /// The `Http` backend keeps every default: each call is its route, as an LBB server expects.
 #[cfg(feature = "http")]
-impl crate::engine::WorkerBackend for crate::http::Http {}
+impl crate::worker_backend::WorkerBackend for turnwise_http::Http {}

@@ -22,7 +22,6 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::clock::{Clock, SystemClock};
-use crate::engine::WorkerBackend;
 use crate::protocol::backend::Backend;
 use crate::protocol::error::Error;
 use crate::protocol::*;
@@ -30,6 +29,7 @@ use crate::sdk::codec;
 use crate::sdk::context::{checkpoint_of, refusal, Interrupt, Turn, TurnShared, MAX_STEPS};
 use crate::sdk::workflow::{TurnError, Workflow, WorkflowError};
 use crate::trace::TraceContext;
+use crate::worker_backend::WorkerBackend;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

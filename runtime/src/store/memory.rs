@@ -5,8 +5,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::support::{check_message_id, check_revision};
-use super::*;
+use turnwise_core::protocol::*;
+use turnwise_core::store::support::{check_message_id, check_revision};
+use turnwise_core::store::*;
 
 #[derive(Default)]
 struct Entry {

@@ -57,7 +57,7 @@ const SERVER_ONLY: &[(Route, &str)] = &[
 /// The methods of `trait Backend`, read from its source: every `fn` between the trait's
 /// opening line and its closing brace at column 0.
 fn backend_methods() -> BTreeSet<String> {
-    let source = include_str!("../../src/protocol/backend.rs");
+    let source = include_str!("../../../core/src/protocol/backend.rs");
     let start = source
         .find("pub trait Backend")
         .expect("backend.rs declares `pub trait Backend`");

@@ -13,8 +13,8 @@ use serde_json::json;
 use turnwise::clock::ManualClock;
 use turnwise::protocol::*;
 use turnwise::store::{
-    CommitError, InstanceFilter, InstanceRecord, PostgresStore, RunCount, RunFilter,
-    StepTransactions, Store, StoreError, TurnRange, TurnRecord, Watcher, WriteSet,
+    CommitError, InstanceFilter, InstanceRecord, PostgresStore, RunCount, RunFilter, Store,
+    StoreError, TurnRange, TurnRecord, Watcher, WriteSet,
 };
 use turnwise::testing::TestPostgres;
 use turnwise::{Backend, Engine, EngineConfig};
@@ -164,9 +164,6 @@ impl Store for Noting {
     }
     fn watch(&self, watcher: Watcher) {
         self.inner.watch(watcher)
-    }
-    fn step_transactions(&self) -> Option<StepTransactions> {
-        self.inner.step_transactions()
     }
 }
 

@@ -185,7 +185,7 @@ async fn a_transactional_step_commits_its_sql_with_its_saved_output() {
     };
     let client = sql(&db).await;
     client.batch_execute(CREATE_LEDGER).await.unwrap();
-    let engine = Engine::new(db.store().await, SystemClock, config());
+    let engine = Engine::postgres(db.store().await, SystemClock, config());
     create(&engine, "acct-1", "ledger", 60_000).await;
     for (i, cents) in [100, 250, 75].into_iter().enumerate() {
         send(&engine, "acct-1", &format!("m{i}"), cents).await;
@@ -218,7 +218,7 @@ async fn a_failed_closure_rolls_back_and_a_saved_step_is_not_run_again() {
     };
     let client = sql(&db).await;
     client.batch_execute(CREATE_LEDGER).await.unwrap();
-    let engine = Engine::new(db.store().await, SystemClock, config());
+    let engine = Engine::postgres(db.store().await, SystemClock, config());
     create(&engine, "acct-2", "flaky", 60_000).await;
     send(&engine, "acct-2", "m1", 40).await;
     let worker = Worker::new(engine.clone()).register(flaky);
@@ -239,7 +239,7 @@ async fn a_statement_error_fails_the_attempt_and_saves_nothing() {
     let Some(db) = TestPostgres::start("transact_bad_sql").await else {
         return;
     };
-    let engine = Engine::new(db.store().await, SystemClock, config());
+    let engine = Engine::postgres(db.store().await, SystemClock, config());
     create(&engine, "acct-3", "bad-sql", 60_000).await;
     send(&engine, "acct-3", "m1", 1).await;
     let worker = Worker::new(engine.clone()).register(bad_sql);
@@ -255,7 +255,7 @@ async fn a_statement_error_fails_the_attempt_and_saves_nothing() {
     let error = t.error.unwrap_or_default();
     assert!(error.contains("no_such_table"), "{error}");
     // The pool's connections are usable afterwards: the aborted transaction was rolled back.
-    let healthy = Engine::new(db.store().await, SystemClock, config());
+    let healthy = Engine::postgres(db.store().await, SystemClock, config());
     healthy.get_instance("acct-3").await.unwrap();
     engine.get_instance("acct-3").await.unwrap();
 }
@@ -271,6 +271,27 @@ async fn a_transactional_step_on_another_store_fails_the_turn_saying_why() {
     let error = t.error.unwrap_or_default();
     assert!(
         error.contains("transactional step `debit` needs a backend that offers step transactions"),
+        "{error}"
+    );
+}
+
+/// `Engine::new` takes any store and keeps no capability of it: over a `PostgresStore` the
+/// engine offers no step transactions, and the turn's error names the constructor that does.
+#[tokio::test]
+async fn an_engine_built_with_new_over_postgres_names_engine_postgres() {
+    let Some(db) = TestPostgres::start("transact_new").await else {
+        return;
+    };
+    let engine = Engine::new(db.store().await, SystemClock, config());
+    create(&engine, "acct-5", "ledger", 60_000).await;
+    send(&engine, "acct-5", "m1", 1).await;
+    let worker = Worker::new(engine.clone()).register(ledger);
+    let t = finish(&worker, &engine, "acct-5", 1).await;
+    assert_eq!((t.status, t.attempt), (TurnStatus::Failed, 1), "{t:?}");
+    let error = t.error.unwrap_or_default();
+    assert!(
+        error.contains("nor does an engine built with Engine::new")
+            && error.contains("Engine::postgres(store, clock, config)"),
         "{error}"
     );
 }
@@ -294,7 +315,7 @@ async fn a_transactional_step_runs_through_arc_engine_and_a_forwarding_wrapper()
     };
     let client = sql(&db).await;
     client.batch_execute(CREATE_LEDGER).await.unwrap();
-    let engine = Engine::new(db.store().await, SystemClock, config());
+    let engine = Engine::postgres(db.store().await, SystemClock, config());
     let workers = [
         ("arc-1", Worker::new(std::sync::Arc::new(engine.clone()))),
         ("forwards-1", Worker::new(Forwards::new(engine.clone()))),
@@ -354,7 +375,7 @@ async fn crash_then_finish(point: &str) {
     };
     let client = sql(&db).await;
     client.batch_execute(CREATE_LEDGER).await.unwrap();
-    let engine = Engine::new(db.store().await, SystemClock, config());
+    let engine = Engine::postgres(db.store().await, SystemClock, config());
     // A short lease, so that the second child takes the turn over quickly.
     create(&engine, "acct-crash", "ledger", 300).await;
     send(&engine, "acct-crash", "m1", 500).await;

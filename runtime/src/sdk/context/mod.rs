@@ -17,10 +17,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-use crate::engine::WorkerBackend;
 use crate::protocol::error::Error;
 use crate::protocol::{CheckpointRequest, Lease};
 use crate::sdk::outcome::TurnError;
+use crate::worker_backend::WorkerBackend;
 
 pub use step::{BoxStepFn, BoxStepFuture, Resumable, StepCtx, StepOptions};
 pub(crate) use turn::child_error;

@@ -345,8 +345,9 @@ impl<W: Workflow> Turn<W> {
                     "{what} needs a backend that offers step transactions, an embedded engine \
                      over PostgreSQL, and this worker's backend does not (a remote server \
                      cannot share its database transaction; SQLite and memory stores do not \
-                     offer them; see Turn::transact). Run the worker on \
-                     Engine::connect(\"postgres://…\"), or use ctx.step with \
+                     offer them, nor does an engine built with Engine::new; see Turn::transact). \
+                     Run the worker on Engine::connect(\"postgres://…\") or \
+                     Engine::postgres(store, clock, config), or use ctx.step with \
                      ctx.effect_id(\"{key}\") as an idempotency key"
                 ),
             ));
