@@ -120,14 +120,24 @@
 //!
 //! | feature  | default | what it adds |
 //! |----------|---------|--------------|
-//! | `sqlite` | yes     | [`store::SqliteStore`] and [`Engine::open`], the embedded default |
+//! | `engine` | yes     | the embedded [`Engine`], [`store::MemoryStore`], schedules and [`testing::TestEnv`]; `sqlite` and `postgres` turn it on. A worker or client that only talks HTTP leaves it out (`default-features = false, features = ["http", "macros"]`) |
+//! | `sqlite` | yes     | [`store::SqliteStore`] and [`Engine::open`], the embedded default (the `turnwise-sqlite` crate) |
 //! | `bundled-sqlite` | yes | SQLite compiled into the crate; without it (keeping `sqlite`) the system's SQLite library is linked |
-//! | `http`   | no      | `Http`: the [`Backend`] over HTTP, a client of a turnwise server |
+//! | `http`   | no      | `Http`: the [`Backend`] over HTTP, a client of a turnwise server (the `turnwise-http` crate, at `turnwise::http`) |
 //! | `macros` | yes     | `#[workflow]`, `#[step]` and `#[derive(Signal)]` |
 //! | `exact-numbers` | no | JSON numbers kept exactly as written (serde_json's `arbitrary_precision`, which then applies to the whole build; see "Numbers" in `docs/protocol.md`) |
 //! | `schema-validation` | yes | messages and signals admitted by the embedded engine checked against their workflow's registered JSON Schemas (the `jsonschema` crate) |
-//! | `postgres` | no | `store::PostgresStore`, `Engine::connect("postgres://…")` and transactional steps (`Turn::transact`): several processes on one database |
+//! | `postgres` | no | `store::PostgresStore`, `Engine::connect("postgres://…")`, `Engine::postgres` and transactional steps (`Turn::transact`): several processes on one database (the `turnwise-postgres` crate) |
 //! | `test-util` | no | switches for turnwise's own crash tests (`Engine::hold_child_deliveries`); not for applications |
+//!
+//! # Crates
+//!
+//! This crate is the facade. The contract (protocol types, [`Backend`], [`Error`], validation,
+//! the `Store` contract, [`clock`]) is `turnwise-core`; the stores are `turnwise-sqlite` and
+//! `turnwise-postgres`, the `Http` backend `turnwise-http`, each depending on `turnwise-core`
+//! only. Every item is re-exported here at the path users import (`turnwise::protocol`,
+//! `turnwise::store::SqliteStore`, `turnwise::http::Http`, …); `docs/architecture.md` draws the
+//! graph.
 
 // One job per function: clippy.toml sets the limit at 100 lines; the few longer functions
 // say why where they are.

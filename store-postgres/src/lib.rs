@@ -108,7 +108,8 @@ impl PostgresOptions {
 /// use turnwise::store::PostgresStore;
 ///
 /// let store = PostgresStore::connect("postgres://turnwise@127.0.0.1/turnwise").await?;
-/// let engine = turnwise::Engine::new(store, turnwise::clock::SystemClock, Default::default());
+/// // An engine that also offers transactional steps over this store.
+/// let engine = turnwise::Engine::postgres(store, turnwise::clock::SystemClock, Default::default());
 /// # let _ = engine; Ok(()) }
 /// ```
 ///

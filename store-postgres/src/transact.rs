@@ -57,12 +57,10 @@ pub(super) fn joined(inner: &Arc<Inner>) -> Option<Conn> {
         .flatten()
 }
 
-/// The capability to run transactional steps
-/// (`Turn::transact`): begin a transaction that a step's own
-/// SQL and the engine's checkpoint of that step share. A [`PostgresStore`] offers it
-/// (`Store::step_transactions`), and so does an
-/// engine over one (`WorkerBackend::step_transactions`),
-/// which is how a worker finds it. Cheap to clone.
+/// The capability to run transactional steps (`Turn::transact`): begin a transaction that a
+/// step's own SQL and the engine's checkpoint of that step share. A [`PostgresStore`] offers
+/// it ([`PostgresStore::step_transactions`]); an engine built over one takes it then and
+/// answers it to its workers (`WorkerBackend::step_transactions`). Cheap to clone.
 #[derive(Clone)]
 pub struct StepTransactions {
     store: PostgresStore,

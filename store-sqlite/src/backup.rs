@@ -51,8 +51,11 @@ impl SqliteStore {
     /// `<out>.partial` and appears under `out` only once complete, checked and synced.
     ///
     /// ```no_run
-    /// # fn demo() -> Result<(), turnwise_sqlite::BackupError> {
-    /// let copied = turnwise_sqlite::SqliteStore::backup("turnwise.db".as_ref(), "copy.db".as_ref())?;
+    /// use std::path::Path;
+    /// use turnwise::store::SqliteStore;
+    ///
+    /// # fn main() -> Result<(), turnwise::store::BackupError> {
+    /// let copied = SqliteStore::backup(Path::new("turnwise.db"), Path::new("copy.db"))?;
     /// println!("{} pages, {} bytes", copied.pages, copied.bytes);
     /// # Ok(()) }
     /// ```

@@ -18,13 +18,13 @@
 //!
 //! # Ready to grow
 //!
-//! Request types are plain structs with public fields, built with struct literals. The
-//! answers the engine returns ([`WorkflowTurn`], [`WorkflowInstance`], [`ClaimResponse`],
-//! pages of them, …) are `#[non_exhaustive]`: a later version may add fields, so read them and
-//! match them with `..`; a test double that needs one deserializes it from JSON. Every wire
-//! enum is `#[non_exhaustive]` too, and the ones only servers send ([`TurnStatus`],
-//! [`InstanceStatus`], [`WaitReason`]) read a value this version does not know as `Unknown`,
-//! so an older client keeps reading a newer server.
+//! Request and answer types are plain structs with public fields, as the wire shapes them, and
+//! the engine (another crate) builds every answer with a struct literal, so the compiler holds
+//! it to every field. On the wire, growth is safe: a field this version does not know is
+//! ignored when an answer is read, and the enums only servers send ([`TurnStatus`],
+//! [`InstanceStatus`], [`WaitReason`]) read a value this version does not know as `Unknown`, so
+//! an older client keeps reading a newer server. In Rust, a field added to one of these types
+//! is a breaking change of the crate, released as one (as with generated protocol types).
 
 use std::collections::BTreeMap;
 

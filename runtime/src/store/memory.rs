@@ -1,4 +1,9 @@
 //! An in-memory store for tests and examples. Nothing survives the process.
+//!
+//! It is also the reference of the `Store` contract: one short function per clause, with no
+//! cache, journal or batching, so that what it answers is obviously what the contract says.
+//! The differential tests (`runtime/tests/it/store_differential.rs`) hold SQLite and
+//! PostgreSQL to its answers.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -277,39 +282,20 @@ impl Store for MemoryStore {
 
     async fn commit(&self, write: WriteSet) -> Result<(), CommitError> {
         self.with_all(|all| {
-            let d = &mut all.instances;
             let k = key(&write.ns, &write.id);
-            let current = d
+            let current = all
+                .instances
                 .get(&k)
                 .and_then(|e| e.instance.as_ref())
                 .map(|i| i.revision);
             check_revision(current, &write)?;
             let Some(mut instance) = write.instance else {
-                d.remove(&k);
+                all.instances.remove(&k);
                 return Ok(());
             };
-            let entry = d.entry(k).or_default();
-            // Validate every turn before mutating anything, so a refused commit writes nothing.
-            for (i, t) in write.turns.iter().enumerate() {
-                if let Some(old) = entry.turns.get(&t.number) {
-                    if old.is_finished() && old != t {
-                        return Err(StoreError::new(format!(
-                            "turn {} of `{}` is in history and cannot be rewritten",
-                            t.number, write.id
-                        ))
-                        .into());
-                    }
-                    if old.message_id != t.message_id {
-                        return Err(StoreError::new(format!(
-                            "turn {} changed its message id",
-                            t.number
-                        ))
-                        .into());
-                    }
-                }
-                let kept = entry.by_message.get(&t.message_id).copied();
-                check_message_id(&write.turns, i, kept)?;
-            }
+            let entry = all.instances.entry(k).or_default();
+            // Every check before any change, so that a refused commit writes nothing.
+            check_turns(entry, &write.id, &write.turns)?;
             for t in write.turns {
                 entry.by_message.insert(t.message_id.clone(), t.number);
                 entry.turns.insert(t.number, t);
@@ -318,40 +304,73 @@ impl Store for MemoryStore {
                 .instance
                 .as_ref()
                 .map_or(0, |i| i.history_pruned_through);
-            if let Some(r) = write.retention {
-                let finished: Vec<u64> = entry
-                    .turns
-                    .values()
-                    .filter(|t| t.is_finished())
-                    .map(|t| t.number)
-                    .collect();
-                let keep_from = finished.len().saturating_sub(r.keep_turns as usize);
-                for n in &finished[..keep_from] {
-                    let old =
-                        entry.turns[n].finished_at_ms.unwrap_or(Millis::MAX) < r.keep_since_ms;
-                    if let Some(t) = old.then(|| entry.turns.remove(n)).flatten() {
-                        entry.by_message.remove(&t.message_id);
-                        instance.history_pruned_through = instance.history_pruned_through.max(*n);
-                    }
-                }
+            if let Some(retention) = write.retention {
+                apply_retention(entry, &mut instance, retention);
             }
             entry.instance = Some(instance);
             for run in write.runs {
                 all.runs.insert(key(&write.ns, &run.id), run);
             }
             if let Some(before) = write.prune_runs_before {
-                let old: Vec<(String, String)> = all
-                    .runs
-                    .iter()
-                    .filter(|(_, r)| r.ended_at_ms < before)
-                    .map(|(k, _)| k.clone())
-                    .take(RUN_PRUNE_BATCH)
-                    .collect();
-                for k in &old {
-                    all.runs.remove(k);
-                }
+                prune_runs(&mut all.runs, before);
             }
             Ok(())
         })
+    }
+}
+
+/// The clauses on a write set's turns: a turn in history is never rewritten, a turn keeps its
+/// message id, and the message-id index stays unique.
+fn check_turns(entry: &Entry, id: &str, turns: &[TurnRecord]) -> Result<(), CommitError> {
+    for (i, t) in turns.iter().enumerate() {
+        if let Some(old) = entry.turns.get(&t.number) {
+            if old.is_finished() && old != t {
+                return Err(StoreError::new(format!(
+                    "turn {} of `{id}` is in history and cannot be rewritten",
+                    t.number
+                ))
+                .into());
+            }
+            if old.message_id != t.message_id {
+                return Err(
+                    StoreError::new(format!("turn {} changed its message id", t.number)).into(),
+                );
+            }
+        }
+        let kept = entry.by_message.get(&t.message_id).copied();
+        check_message_id(turns, i, kept)?;
+    }
+    Ok(())
+}
+
+/// Retention, which only deletes: of the finished turns, all but the last `keep_turns` that
+/// finished before `keep_since_ms` go, and `history_pruned_through` rises to the last gone.
+fn apply_retention(entry: &mut Entry, instance: &mut InstanceRecord, r: Retention) {
+    let finished: Vec<u64> = entry
+        .turns
+        .values()
+        .filter(|t| t.is_finished())
+        .map(|t| t.number)
+        .collect();
+    let keep_from = finished.len().saturating_sub(r.keep_turns as usize);
+    for n in &finished[..keep_from] {
+        let old = entry.turns[n].finished_at_ms.unwrap_or(Millis::MAX) < r.keep_since_ms;
+        if let Some(t) = old.then(|| entry.turns.remove(n)).flatten() {
+            entry.by_message.remove(&t.message_id);
+            instance.history_pruned_through = instance.history_pruned_through.max(*n);
+        }
+    }
+}
+
+/// Run summaries that ended before `before` go, at most [`RUN_PRUNE_BATCH`] per commit.
+fn prune_runs(runs: &mut BTreeMap<(String, String), WorkflowRun>, before: Millis) {
+    let old: Vec<(String, String)> = runs
+        .iter()
+        .filter(|(_, r)| r.ended_at_ms < before)
+        .map(|(k, _)| k.clone())
+        .take(RUN_PRUNE_BATCH)
+        .collect();
+    for k in &old {
+        runs.remove(k);
     }
 }

@@ -24,6 +24,7 @@ mod schedule_nodes;
 mod snapshot;
 mod sqlite_stats;
 mod store_contract;
+mod store_differential;
 mod store_files;
 mod store_journal;
 mod store_unreadable;
