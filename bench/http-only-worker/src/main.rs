@@ -16,9 +16,16 @@ async fn add(amount: u64) -> Result<u64, TurnError> {
 }
 
 #[workflow(name = "counter", version = "v1")]
-pub async fn counter(ctx: &mut Turn, state: Count, amount: u64) -> Result<Done<Count, u64>, TurnError> {
+pub async fn counter(
+    ctx: &mut Turn,
+    state: Count,
+    amount: u64,
+) -> Result<Done<Count, u64>, TurnError> {
     let added = add(ctx, amount).await?;
-    Ok(Done::new(Count { count: state.count + added }).reply(state.count + added))
+    Ok(Done::new(Count {
+        count: state.count + added,
+    })
+    .reply(state.count + added))
 }
 
 #[tokio::main]
