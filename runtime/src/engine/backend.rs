@@ -741,7 +741,7 @@ impl WorkerBackend for Engine {
 
     #[cfg(feature = "postgres")]
     fn step_transactions(&self) -> Option<crate::store::StepTransactions> {
-        self.inner.step_transactions.clone()
+        self.inner.capabilities.step_transactions.clone()
     }
 }
 

@@ -171,8 +171,20 @@ struct Inner {
     hold_deliveries: std::sync::atomic::AtomicBool,
     /// The registered schema documents of the namespaces looked at.
     schemas: schemas::Schemas,
-    /// The transactions of transactional steps, when the store is a `PostgresStore` the
-    /// engine was built over by [`Engine::postgres`] (or [`Engine::connect`]).
+    /// What the engine offers beyond its store's contract.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        expect(dead_code, reason = "step transactions are the only capability so far")
+    )]
+    capabilities: Capabilities,
+}
+
+/// The capabilities an engine took from its store when it was built, by a constructor that
+/// knew the store's type; the `Store` contract has no hook for them.
+#[derive(Default)]
+struct Capabilities {
+    /// The transactions of transactional steps: a `PostgresStore`'s, when the engine was built
+    /// over one by [`Engine::postgres`] (or [`Engine::connect`]).
     #[cfg(feature = "postgres")]
     step_transactions: Option<crate::store::StepTransactions>,
 }
@@ -203,7 +215,7 @@ impl Engine {
     /// An engine built this way offers no transactional steps (`Turn::transact`), whatever
     /// its store: over a `PostgresStore`, build it with [`Engine::postgres`].
     pub fn from_parts(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: EngineConfig) -> Self {
-        Self::build(store, clock, config, None)
+        Self::build(store, clock, config, Capabilities::default())
     }
 
     /// An engine over a PostgreSQL store, timed by `clock`, that offers its workers
@@ -216,16 +228,17 @@ impl Engine {
         clock: impl Clock,
         config: EngineConfig,
     ) -> Self {
-        let transactions = store.step_transactions();
-        Self::build(Arc::new(store), Arc::new(clock), config, Some(transactions))
+        let capabilities = Capabilities {
+            step_transactions: Some(store.step_transactions()),
+        };
+        Self::build(Arc::new(store), Arc::new(clock), config, capabilities)
     }
 
     fn build(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         config: EngineConfig,
-        #[cfg(feature = "postgres")] step_transactions: Option<crate::store::StepTransactions>,
-        #[cfg(not(feature = "postgres"))] _: Option<std::convert::Infallible>,
+        capabilities: Capabilities,
     ) -> Self {
         let inner = Inner {
             store,
@@ -237,8 +250,7 @@ impl Engine {
             #[cfg(feature = "test-util")]
             hold_deliveries: std::sync::atomic::AtomicBool::new(false),
             schemas: schemas::Schemas::default(),
-            #[cfg(feature = "postgres")]
-            step_transactions,
+            capabilities,
         };
         let inner = Arc::new(inner);
         // Other processes' commits on a shared store ring this engine's claims and readers
