@@ -17,6 +17,7 @@ mod backend;
 mod children;
 mod claim;
 mod commit;
+mod connect;
 mod outcomes;
 mod schedules;
 mod schemas;
@@ -38,6 +39,7 @@ use crate::store::{
 };
 pub use crate::worker_backend::WorkerBackend;
 use commit::{Committed, InstanceDecision, Record};
+pub use connect::Driver;
 use turnwise_rules::limits;
 
 /// Size and count limits, refused with a clear error before anything is written.
@@ -273,79 +275,6 @@ impl Engine {
     /// An engine over a fresh [`MemoryStore`] with the system clock: for tests and examples.
     pub fn in_memory() -> Self {
         Self::new(MemoryStore::new(), SystemClock, EngineConfig::default())
-    }
-
-    /// The embedded default: an engine over the SQLite file at `path` (created if missing),
-    /// with the system clock and default settings.
-    #[cfg(feature = "sqlite")]
-    pub async fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
-        let store = crate::store::SqliteStore::open(path.as_ref()).await?;
-        Ok(Self::new(store, SystemClock, EngineConfig::default()))
-    }
-
-    /// The engine for the store at `address`: a `postgres://` or `postgresql://` URL connects
-    /// to PostgreSQL (the `postgres` feature; see [`PostgresStore`](crate::store::PostgresStore)),
-    /// which any number of processes may share; anything else is the path of a SQLite file
-    /// (created if missing), as [`Engine::open`] takes. System clock, default settings.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> turnwise::Result<()> {
-    /// let local = turnwise::Engine::connect("workflows.db").await?;
-    /// let shared = turnwise::Engine::connect("postgres://turnwise@127.0.0.1/turnwise").await?;
-    /// # let _ = (local, shared); Ok(()) }
-    /// # let _ = demo;
-    /// ```
-    pub async fn connect(address: &str) -> Result<Self> {
-        Self::connect_with(address, EngineConfig::default()).await
-    }
-
-    /// [`Engine::connect`] with `config` instead of the default settings: the same addresses
-    /// (a `postgres://` or `postgresql://` URL, or the path of a SQLite file), the system
-    /// clock, and `config`'s limits, history retention and timings.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> turnwise::Result<()> {
-    /// let mut config = turnwise::EngineConfig::default();
-    /// config.retention.keep_turns = 16;
-    /// let engine = turnwise::Engine::connect_with("workflows.db", config).await?;
-    /// # let _ = engine; Ok(()) }
-    /// # let _ = demo;
-    /// ```
-    pub async fn connect_with(address: &str, config: EngineConfig) -> Result<Self> {
-        let postgres = ["postgres://", "postgresql://"].iter().any(|scheme| {
-            address
-                .get(..scheme.len())
-                .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
-        });
-        if postgres {
-            #[cfg(feature = "postgres")]
-            {
-                let store = crate::store::PostgresStore::connect(address).await?;
-                return Ok(Self::postgres(store, SystemClock, config));
-            }
-            #[cfg(not(feature = "postgres"))]
-            return Err(Error::invalid(
-                "address",
-                "a postgres:// address needs turnwise's `postgres` feature; turn it on in \
-                 Cargo.toml (features = [\"postgres\"])",
-            ));
-        }
-        #[cfg(feature = "sqlite")]
-        {
-            let store = crate::store::SqliteStore::open(std::path::Path::new(address)).await?;
-            Ok(Self::new(store, SystemClock, config))
-        }
-        #[cfg(not(feature = "sqlite"))]
-        {
-            let _ = config;
-            Err(Error::invalid(
-                "address",
-                format!(
-                    "`{address}` is taken for the path of a SQLite file, and this build has no \
-                     SQLite store (the `sqlite` feature); use a postgres:// address"
-                ),
-            ))
-        }
     }
 
     /// The same engine addressing another namespace. Instances in different namespaces are

@@ -214,6 +214,14 @@ fn a_backup_is_refused_for_a_postgres_url_a_missing_file_or_an_existing_copy() {
     assert!(stderr.contains("pg_dump"), "{stderr}");
     assert!(!stderr.contains("secret"), "{stderr}");
 
+    // A scheme that is no store: refused by the engine's driver table, naming the known ones.
+    let (code, stderr) = refused(
+        &["backup", "--db", "mysql://127.0.0.1/turnwise", "--out", out],
+        &[],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("`mysql://` is not a store"), "{stderr}");
+
     let missing = dir.path().join("missing.db");
     let (code, stderr) = refused(
         &["backup", "--db", missing.to_str().unwrap(), "--out", out],

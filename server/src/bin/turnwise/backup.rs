@@ -1,9 +1,10 @@
 //! `turnwise backup`: a consistent copy of a SQLite store while a server may be running on it,
 //! taken by the SQLite driver ([`SqliteStore::backup`]), which owns the file.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use turnwise::engine::Driver;
 use turnwise::store::{Backup, BackupError, SqliteStore};
 
 /// `turnwise backup --db FILE --out FILE`.
@@ -45,16 +46,19 @@ enum Failure {
 }
 
 fn backup(args: &BackupArgs) -> Result<String, Failure> {
-    let lower = args.db.to_ascii_lowercase();
-    if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-        return Err(Failure::Refused(
-            "turnwise backup copies a SQLite file; back up a PostgreSQL database with its own \
-             tools, e.g. `pg_dump --format=custom --file turnwise.dump \"$TURNWISE_DB\"` \
-             (docs/operations.md, \"Backing up and restoring\")"
-                .to_owned(),
-        ));
+    match Driver::of(&args.db) {
+        Ok(Driver::Postgres) => {
+            return Err(Failure::Refused(
+                "turnwise backup copies a SQLite file; back up a PostgreSQL database with its \
+                 own tools, e.g. `pg_dump --format=custom --file turnwise.dump \"$TURNWISE_DB\"` \
+                 (docs/operations.md, \"Backing up and restoring\")"
+                    .to_owned(),
+            ))
+        }
+        Ok(_) => {}
+        Err(e) => return Err(Failure::Refused(e.to_string())),
     }
-    let db = Path::new(&args.db);
+    let db = Driver::sqlite_file(&args.db);
     match SqliteStore::backup(db, &args.out) {
         Ok(Backup { pages, bytes }) => Ok(format!(
             "backed up {} to {}: {pages} pages, {bytes} bytes, integrity checked",
