@@ -32,7 +32,9 @@ use tokio::sync::oneshot;
 use tokio_postgres::error::{Severity, SqlState};
 
 use super::*;
-use turnwise_core::store::support::{check_message_id, check_record};
+use turnwise_core::store::support::{
+    check_message_id, check_record, message_id_changed, turn_in_history,
+};
 
 /// The commit function (`schema.rs`), with its 29 parameters.
 const COMMIT: &str = "SELECT turnwise_commit_v3($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
@@ -504,13 +506,8 @@ impl PostgresStore {
             Some(("taken", message_id)) => Err(CommitError::MessageIdTaken {
                 message_id: message_id.to_owned(),
             }),
-            Some(("history", turn)) => Err(StoreError::new(format!(
-                "turn {turn} of `{id}` is in history and cannot be rewritten"
-            ))
-            .into()),
-            Some(("message-id", turn)) => {
-                Err(StoreError::new(format!("turn {turn} changed its message id")).into())
-            }
+            Some(("history", turn)) => Err(turn_in_history(id, turn)),
+            Some(("message-id", turn)) => Err(message_id_changed(turn)),
             _ => Err(
                 StoreError::new(format!("postgres: the commit function answered `{answer}`"))
                     .into(),

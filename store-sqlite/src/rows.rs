@@ -4,7 +4,7 @@
 
 use super::writer::DirtyRows;
 use super::*;
-use turnwise_core::store::support::{check_record, check_revision};
+use turnwise_core::store::support::{check_record, check_revision, check_rewrite, turn_in_history};
 
 /// The most turns retention deletes in one commit.
 const PRUNE_BATCH: i64 = 256;
@@ -591,15 +591,8 @@ fn refused_turn(conn: &Connection, ns: &str, id: &str, t: &TurnRecord) -> Result
         .transpose()
         .map_err(|e| StoreError::new(format!("sqlite: decode turn {number} of `{id}`: {e}")))?;
     match old {
-        Some(old) if old.message_id != t.message_id => {
-            Err(StoreError::new(format!("turn {} changed its message id", t.number)).into())
-        }
-        Some(old) if old == *t => Ok(()),
-        _ => Err(StoreError::new(format!(
-            "turn {} of `{id}` is in history and cannot be rewritten",
-            t.number
-        ))
-        .into()),
+        Some(old) => check_rewrite(id, &old, t),
+        None => Err(turn_in_history(id, t.number)),
     }
 }
 

@@ -26,6 +26,32 @@ pub fn check_record(write: &WriteSet) -> Result<(), CommitError> {
     Ok(())
 }
 
+/// The checks of a turn a write set rewrites (`old` is the stored one): its message id never
+/// changes, and a turn in history is never rewritten, though the same turn written again is
+/// fine.
+pub fn check_rewrite(id: &str, old: &TurnRecord, new: &TurnRecord) -> Result<(), CommitError> {
+    if old.message_id != new.message_id {
+        return Err(message_id_changed(new.number));
+    }
+    if old.is_finished() && old != new {
+        return Err(turn_in_history(id, new.number));
+    }
+    Ok(())
+}
+
+/// The refusal of a write set that rewrites turn `turn` of instance `id`, which is in history.
+pub fn turn_in_history(id: &str, turn: impl std::fmt::Display) -> CommitError {
+    StoreError::new(format!(
+        "turn {turn} of `{id}` is in history and cannot be rewritten"
+    ))
+    .into()
+}
+
+/// The refusal of a write set that gives turn `turn` another message id.
+pub fn message_id_changed(turn: impl std::fmt::Display) -> CommitError {
+    StoreError::new(format!("turn {turn} changed its message id")).into()
+}
+
 /// The message-id index's check of the turn at `index` of `turns` (a write set's): refused with
 /// [`CommitError::MessageIdTaken`] when another turn has its message id, either the kept turn
 /// `kept` (the number of the kept turn with that id, if the caller looked it up) or an earlier

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use turnwise_core::protocol::*;
-use turnwise_core::store::support::{check_message_id, check_revision};
+use turnwise_core::store::support::{check_message_id, check_revision, check_rewrite};
 use turnwise_core::store::*;
 
 #[derive(Default)]
@@ -324,18 +324,7 @@ impl Store for MemoryStore {
 fn check_turns(entry: &Entry, id: &str, turns: &[TurnRecord]) -> Result<(), CommitError> {
     for (i, t) in turns.iter().enumerate() {
         if let Some(old) = entry.turns.get(&t.number) {
-            if old.is_finished() && old != t {
-                return Err(StoreError::new(format!(
-                    "turn {} of `{id}` is in history and cannot be rewritten",
-                    t.number
-                ))
-                .into());
-            }
-            if old.message_id != t.message_id {
-                return Err(
-                    StoreError::new(format!("turn {} changed its message id", t.number)).into(),
-                );
-            }
+            check_rewrite(id, old, t)?;
         }
         let kept = entry.by_message.get(&t.message_id).copied();
         check_message_id(turns, i, kept)?;
