@@ -376,8 +376,10 @@ async fn crash_then_finish(point: &str) {
     let client = sql(&db).await;
     client.batch_execute(CREATE_LEDGER).await.unwrap();
     let engine = Engine::postgres(db.store().await, SystemClock, config());
-    // A short lease, so that the second child takes the turn over quickly.
-    create(&engine, "acct-crash", "ledger", 300).await;
+    // A lease short enough that the second child takes the turn over within seconds, and long
+    // enough that its own heartbeats keep it on a loaded machine (at 300 ms a late beat lost
+    // the lease and a third attempt finished).
+    create(&engine, "acct-crash", "ledger", 2_000).await;
     send(&engine, "acct-crash", "m1", 500).await;
 
     let crashed = tokio::task::spawn_blocking({
