@@ -24,6 +24,9 @@ pub mod store;
 pub mod testing;
 pub mod trace;
 
+/// Replay manifests and the compatibility check between versions (the `turnwise-manifest`
+/// crate).
+pub use turnwise_manifest as manifest;
 /// The protocol's rules (identifier syntax, limits, duration bounds, names and routes).
 pub use turnwise_rules as rules;
 

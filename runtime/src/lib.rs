@@ -158,7 +158,7 @@ mod worker_backend;
 
 // The contract, at the paths users know: `turnwise-core`'s modules.
 pub use turnwise_core::protocol::{backend, error, validate};
-pub use turnwise_core::{clock, metrics, protocol, trace};
+pub use turnwise_core::{clock, manifest, metrics, protocol, trace};
 /// The `Http` backend: the `turnwise-http` crate, a client of a turnwise (or Little Big Brain)
 /// server.
 #[cfg(feature = "http")]

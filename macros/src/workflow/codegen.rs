@@ -145,7 +145,7 @@ pub(crate) fn generate(
     let eq_fns = eq_fns(p, wf);
     let run = run_fn(p, wf, info);
     let deps_impls = deps_ty.map(|deps| deps_impls(p, ident, deps));
-    let schema_impl = schema_impl(p, wf, &name, &version, signals, &info.calls);
+    let schema_impl = schema_impl(p, wf, &name, &version, signals, info);
     let allowed = allowed_lints();
 
     quote! {
@@ -166,6 +166,10 @@ pub(crate) fn generate(
 
                 fn schema(&self) -> #p::Option<#p::WorkflowSchema> {
                     #p::Option::Some(#ident::schema(self))
+                }
+
+                fn manifest(&self) -> #p::Option<#p::manifest::Manifest> {
+                    #p::Option::Some(#ident::manifest(self))
                 }
 
                 #eq_fns
@@ -331,20 +335,37 @@ fn schema_impl(
     name: &str,
     version: &str,
     signals: &[syn::Path],
-    calls: &[DurableCall],
+    info: &BodyInfo,
 ) -> TokenStream {
     let ident = &wf.original.sig.ident;
     let vis = &wf.original.vis;
-    let schema = schema(p, wf, name, version, signals, calls);
+    let schema = schema(p, wf, name, version, signals, &info.calls);
     let schema_doc = format!(
         " The JSON Schemas of the `{name}` workflow: its message, state and reply, each accepted signal by name and each step output known at compile time, by key."
     );
+    let manifest_doc = format!(
+        " The replay manifest of `{name}` `{version}`: the grammar of its durable calls, its shape hash and its schemas."
+    );
+    let shape_hash = turnwise_manifest::shape_hash(&info.grammar.to_node());
+    let grammar = info.grammar.to_tokens(p);
+    let patches = info.patches.iter().map(|(id, _)| id);
     quote! {
         impl #ident {
             #[doc = #schema_doc]
             #[must_use]
             #vis fn schema(&self) -> #p::WorkflowSchema {
                 #schema
+            }
+
+            #[doc = #manifest_doc]
+            #[must_use]
+            #vis fn manifest(&self) -> #p::manifest::Manifest {
+                #p::workflow_manifest(
+                    #ident::schema(self),
+                    #shape_hash,
+                    #grammar,
+                    [#(#patches),*],
+                )
             }
         }
     }

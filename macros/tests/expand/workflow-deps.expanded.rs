@@ -28,6 +28,13 @@ const _: () = {
         > {
             crate::support::turnwise::__private::Option::Some(crawler::schema(self))
         }
+        fn manifest(
+            &self,
+        ) -> crate::support::turnwise::__private::Option<
+            crate::support::turnwise::__private::manifest::Manifest,
+        > {
+            crate::support::turnwise::__private::Option::Some(crawler::manifest(self))
+        }
         fn state_eq() -> crate::support::turnwise::__private::Option<
             crate::support::turnwise::__private::EqFn<Crawled>,
         > {
@@ -128,6 +135,29 @@ const _: () = {
                         >(),
                     ),
                 ],
+            )
+        }
+        /// The replay manifest of `crawler` `v1`: the grammar of its durable calls, its shape hash and its schemas.
+        #[must_use]
+        pub(crate) fn manifest(
+            &self,
+        ) -> crate::support::turnwise::__private::manifest::Manifest {
+            crate::support::turnwise::__private::workflow_manifest(
+                crawler::schema(self),
+                "7448f0fbb8564d58ea5cd67f511b454e818700403099a1ba175f792011a46ebb",
+                crate::support::turnwise::__private::manifest::Node::Seq(
+                    crate::support::turnwise::__private::vec![
+                        crate ::support::turnwise::__private::manifest::Node::Call(crate
+                        ::support::turnwise::__private::manifest::Call::new(crate
+                        ::support::turnwise::__private::manifest::CallKind::Step,
+                        "crawl", "").call("step_fn").input("f0f3e3cd50025b93")), crate
+                        ::support::turnwise::__private::manifest::Node::Call(crate
+                        ::support::turnwise::__private::manifest::Call::new(crate
+                        ::support::turnwise::__private::manifest::CallKind::Step, "t0",
+                        "").call("now").input(""))
+                    ],
+                ),
+                [],
             )
         }
     }

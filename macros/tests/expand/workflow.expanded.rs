@@ -37,6 +37,11 @@ const _: () = {
         ) -> ::turnwise::__private::Option<::turnwise::__private::WorkflowSchema> {
             ::turnwise::__private::Option::Some(counter::schema(self))
         }
+        fn manifest(
+            &self,
+        ) -> ::turnwise::__private::Option<::turnwise::__private::manifest::Manifest> {
+            ::turnwise::__private::Option::Some(counter::manifest(self))
+        }
         fn state_eq() -> ::turnwise::__private::Option<
             ::turnwise::__private::EqFn<Count>,
         > {
@@ -135,6 +140,26 @@ const _: () = {
                         },
                     ),
                 ],
+            )
+        }
+        /// The replay manifest of `counter` `v1`: the grammar of its durable calls, its shape hash and its schemas.
+        #[must_use]
+        pub fn manifest(&self) -> ::turnwise::__private::manifest::Manifest {
+            ::turnwise::__private::workflow_manifest(
+                counter::schema(self),
+                "a4fda297803d6387d8e74f1061fce6f421d2524b15f25630611b47a65f4b99ff",
+                ::turnwise::__private::manifest::Node::Seq(
+                    ::turnwise::__private::vec![
+                        ::turnwise::__private::manifest::Node::Call(::turnwise::__private::manifest::Call::new(::turnwise::__private::manifest::CallKind::Step,
+                        "double", "").call("step_fn").input("228b07c3b745b8da")),
+                        ::turnwise::__private::manifest::Node::Call(::turnwise::__private::manifest::Call::new(::turnwise::__private::manifest::CallKind::Step,
+                        "double-2", "").call("step_fn").input("91d8771649e58133")),
+                        ::turnwise::__private::manifest::Node::Call(::turnwise::__private::manifest::Call::new(::turnwise::__private::manifest::CallKind::Signal,
+                        "review", "").call("wait_for_signal").input("fc62ca56ca50cc25")
+                        .signal(< Approval as ::turnwise::__private::Signal > ::NAME))
+                    ],
+                ),
+                [],
             )
         }
     }

@@ -3,7 +3,12 @@
 //! Not public API: nothing here is covered by semver, and it changes in lockstep with
 //! `turnwise-macros` (which `turnwise` pins exactly).
 
+pub use std::boxed::Box;
 pub use std::option::Option;
+pub use std::string::String;
+pub use std::vec;
+
+pub use crate::manifest;
 pub use std::time::Duration;
 
 pub use serde_json::Value as JsonValue;
@@ -260,6 +265,33 @@ pub fn workflow_schema<const S: usize, const T: usize>(
             .map(|(k, v)| (k.to_owned(), v))
             .collect(),
         steps: steps.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+    }
+}
+
+/// Assemble a workflow's replay manifest from its `schema`, the grammar of its body and the
+/// shape hash `#[workflow]` computed.
+pub fn workflow_manifest<const P: usize>(
+    schema: WorkflowSchema,
+    shape_hash: &str,
+    grammar: manifest::Node,
+    patches: [&str; P],
+) -> manifest::Manifest {
+    let mut patches: Vec<String> = patches.iter().map(|p| (*p).to_owned()).collect();
+    patches.sort();
+    manifest::Manifest {
+        format: manifest::FORMAT,
+        name: schema.name,
+        version: schema.version,
+        shape_hash: shape_hash.to_owned(),
+        grammar,
+        patches,
+        schemas: manifest::Schemas {
+            state: schema.state,
+            message: schema.message,
+            reply: schema.reply,
+            signals: schema.signals,
+            steps: schema.steps,
+        },
     }
 }
 

@@ -138,6 +138,13 @@ pub trait Workflow: Send + Sync + Sized + 'static {
         None
     }
 
+    /// The replay manifest of this version: the grammar of its durable calls and its schemas
+    /// (see `docs/versions.md`). `#[workflow]` generates it; a hand-written workflow has none,
+    /// and the compatibility check skips it.
+    fn manifest(&self) -> Option<crate::manifest::Manifest> {
+        None
+    }
+
     /// Equality of states, used to verify that a state survives its codec (the decoded value
     /// must equal the original). `#[workflow]` fills it in when the state type is `PartialEq`;
     /// by hand: `Some(<Self::State as PartialEq>::eq)`. `None` checks the encoded bytes only.

@@ -7,6 +7,7 @@ use proc_macro2::{Span, TokenStream};
 use syn::spanned::Spanned;
 use syn::{Expr, ExprMethodCall, Lit, LitStr, Pat};
 
+use super::grammar::{fingerprint, key_pattern, GCall, GNode, GSignal};
 use super::{first_type_arg, Analyzer, Base, CallKind, Chain, DurableCall, Flow};
 
 /// A key as written.
@@ -14,8 +15,8 @@ pub(super) enum KeyExpr {
     Literal(LitStr),
     /// A `#[step]` function's own name.
     Default(String, Span),
-    /// Computed at run time, e.g. `format!("item-{i}")`.
-    Dynamic,
+    /// Computed at run time, e.g. `format!("item-{i}")`: its pattern (`item-*`).
+    Dynamic(String),
 }
 
 impl KeyExpr {
@@ -25,7 +26,16 @@ impl KeyExpr {
                 lit: Lit::Str(s), ..
             }) => KeyExpr::Literal(s.clone()),
             Expr::Paren(p) => Self::from_expr(&p.expr),
-            _ => KeyExpr::Dynamic,
+            _ => KeyExpr::Dynamic(key_pattern(e)),
+        }
+    }
+
+    /// The key, or the pattern of the keys it computes.
+    pub(super) fn pattern(&self) -> String {
+        match self {
+            KeyExpr::Literal(lit) => lit.value(),
+            KeyExpr::Default(name, _) => name.clone(),
+            KeyExpr::Dynamic(pattern) => pattern.clone(),
         }
     }
 }
@@ -44,15 +54,24 @@ impl Analyzer<'_> {
             }
         }
         acc.path.extend(next.path);
+        acc.grammar.extend(next.grammar);
         acc.diverges |= next.diverges;
     }
 
-    /// Alternatives: at most one of `arms` runs.
-    pub(super) fn either(arms: Vec<Flow>) -> Flow {
+    /// Alternatives: at most one of `arms` runs, chosen by a condition whose fingerprint is
+    /// `cond`.
+    pub(super) fn either(cond: String, mut arms: Vec<Flow>) -> Flow {
         let mut out = Flow {
             diverges: !arms.is_empty() && arms.iter().all(|a| a.diverges),
             ..Flow::default()
         };
+        if arms.iter().any(|a| !a.grammar.is_empty()) {
+            let arms = arms
+                .iter_mut()
+                .map(|a| GNode::seq(std::mem::take(&mut a.grammar)))
+                .collect();
+            out.grammar.push(GNode::Alt { cond, arms });
+        }
         for arm in arms {
             if arm.path.len() > out.path.len() {
                 out.path.clone_from(&arm.path);
@@ -101,11 +120,13 @@ impl Analyzer<'_> {
         let literal = match &key {
             KeyExpr::Literal(lit) => Some((lit.value(), lit.span())),
             KeyExpr::Default(name, span) => Some((name.clone(), *span)),
-            KeyExpr::Dynamic => None,
+            KeyExpr::Dynamic(_) => None,
         };
         if let Some((text, at)) = &literal {
             self.fixed_key(text, *at, &example, &mut flow);
         }
+        flow.grammar
+            .push(GNode::Call(Self::grammar_call(chain, &kind, &key)));
         flow.path.push(head);
         self.shown.push(call);
         self.calls.push(DurableCall {
@@ -113,6 +134,66 @@ impl Analyzer<'_> {
             key: literal.map(|(k, _)| k),
         });
         flow
+    }
+
+    /// The grammar's call for a durable call, `chain`, of `kind`, with `key`.
+    fn grammar_call(chain: &Chain, kind: &CallKind, key: &KeyExpr) -> GCall {
+        use turnwise_manifest::CallKind as Saves;
+        let (method, span) = match &chain.base {
+            Base::Method(m) => (m.method.to_string(), m.method.span()),
+            Base::StepFn(_, path) => ("step_fn".to_owned(), path.span()),
+        };
+        let (saves, call, signal) = match (kind, method.as_str()) {
+            (CallKind::Sleep, _) => (Saves::Sleep, "sleep", GSignal::None),
+            (CallKind::Wait, _) => {
+                let signal = match &chain.base {
+                    Base::Method(m) => match first_type_arg(m.turbofish.as_ref()) {
+                        Some(syn::Type::Path(p)) if p.qself.is_none() => GSignal::Type(p.path),
+                        _ => GSignal::None,
+                    },
+                    Base::StepFn(..) => GSignal::None,
+                };
+                (Saves::Signal, "wait_for_signal", signal)
+            }
+            (CallKind::Child, "call_child") => {
+                let signal = match key {
+                    KeyExpr::Literal(lit) if lit.value().len() <= 122 => GSignal::Name(format!(
+                        "{}{}",
+                        turnwise_rules::names::CHILD_SIGNAL_PREFIX,
+                        lit.value()
+                    )),
+                    _ => GSignal::None,
+                };
+                (Saves::Signal, "call_child", signal)
+            }
+            (CallKind::Child, "await_child") => (Saves::Signal, "await_child", GSignal::None),
+            (CallKind::Child, _) => (Saves::Step, "start_child", GSignal::None),
+            (CallKind::StepFn(_), _) => (Saves::Step, "step_fn", GSignal::None),
+            (CallKind::Now, _) => (Saves::Step, "now", GSignal::None),
+            (CallKind::Random, _) => (Saves::Step, "random", GSignal::None),
+            (CallKind::Step(_), "transact") => (Saves::Step, "transact", GSignal::None),
+            (CallKind::Step(_), _) => (Saves::Step, "step", GSignal::None),
+        };
+        let input: Vec<&dyn quote::ToTokens> = call_args(chain)
+            .into_iter()
+            .skip(usize::from(matches!(chain.base, Base::Method(_))))
+            .chain(
+                chain
+                    .builder_args
+                    .iter()
+                    .copied()
+                    .filter(|a| !chain.key_override.is_some_and(|k| std::ptr::eq(k, *a))),
+            )
+            .map(|a| a as &dyn quote::ToTokens)
+            .collect();
+        GCall {
+            kind: saves,
+            key: key.pattern(),
+            call,
+            signal,
+            input: fingerprint(input),
+            span,
+        }
     }
 
     /// A durable call as the path of calls shows it (`ctx.step`) and as messages show it
@@ -156,7 +237,7 @@ impl Analyzer<'_> {
             .args
             .first()
             .map(KeyExpr::from_expr)
-            .unwrap_or(KeyExpr::Dynamic);
+            .unwrap_or_else(|| KeyExpr::Dynamic("*".to_owned()));
         let ctx = self.s.ctx;
         let example = match method.to_string().as_str() {
             "step" => format!("{ctx}.step(format!(\"KEY-{{i}}\"), ..)"),

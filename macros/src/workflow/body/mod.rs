@@ -21,9 +21,11 @@
 
 mod budget;
 mod determinism;
+pub(crate) mod grammar;
 mod in_flight;
 mod keys;
 mod parallel;
+mod patches;
 mod signals;
 
 use std::collections::{HashMap, HashSet};
@@ -37,6 +39,7 @@ use syn::{Block, Expr, ExprCall, ExprMethodCall, Macro, Pat, Stmt, Token, Type};
 use crate::ctxt::Ctxt;
 use budget::check_budget;
 use determinism::body_uses;
+use grammar::{fingerprint, GNode, GSignal};
 use keys::loop_hint;
 
 /// A durable call found in the body.
@@ -84,6 +87,10 @@ pub(crate) struct BodyInfo {
     /// made, by their place among the body's expressions: the generated code gives each call
     /// a placeholder context instead, for the same reason.
     pub(crate) in_flight: Vec<usize>,
+    /// The grammar of the body's durable calls, for the replay manifest.
+    pub(crate) grammar: GNode,
+    /// The patch ids the body asks about, in order, with where.
+    pub(crate) patches: Vec<(String, Span)>,
 }
 
 /// Check `body`; return its durable calls.
@@ -101,8 +108,9 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
         stored_async: Vec::new(),
         in_flight: Vec::new(),
         try_operand: std::ptr::null(),
+        patches: Vec::new(),
     };
-    let flow = a.block(body);
+    let mut flow = a.block(body);
     check_budget(cx, settings, &flow, a.has_loop);
     let places = Places::of(body);
     BodyInfo {
@@ -110,6 +118,8 @@ pub(crate) fn analyze(cx: &Ctxt, settings: &Settings, body: &Block) -> BodyInfo 
         unaccepted: a.unaccepted,
         stored_async: places.of_async(&a.stored_async),
         in_flight: places.of_exprs(&a.in_flight),
+        grammar: GNode::Seq(std::mem::take(&mut flow.grammar)),
+        patches: a.patches,
     }
 }
 
@@ -178,6 +188,8 @@ struct Flow {
     path: Vec<TokenStream>,
     /// Whether it always leaves the function (`return`, `break`, `continue`).
     diverges: bool,
+    /// Its grammar of durable calls, in sequence.
+    grammar: Vec<GNode>,
 }
 
 /// The walker: it goes through the body once, in order, and runs the rules on the way.
@@ -205,6 +217,8 @@ struct Analyzer<'a> {
     /// The operand of the latest `?` met, without parentheses: a durable call there without
     /// `.await` gets its `.await` back from `repair`, so it keeps its context.
     try_operand: *const Expr,
+    /// The patch ids met so far (`ctx.patched("id")`), with where.
+    patches: Vec<(String, Span)>,
 }
 
 /// A durable call and the builder calls chained onto it, e.g. `crawl(ctx, a).key("a")`.
@@ -299,11 +313,14 @@ impl Analyzer<'_> {
                     if let Some((_, diverge)) = &init.diverge {
                         let arm = self.expr(diverge, false);
                         let none = Flow::default();
-                        let alt = Self::either(vec![arm, none]);
+                        let cond = fingerprint([&local.pat as &dyn quote::ToTokens]);
+                        let alt = Self::either(cond, vec![arm, none]);
                         self.then(&mut flow, alt);
                     }
                     self.track_hash_local(&local.pat, Some(&init.expr));
-                    self.check_inferred_signal(&local.pat, &init.expr);
+                    if let Some(signal) = self.check_inferred_signal(&local.pat, &init.expr) {
+                        name_inferred_signal(&mut flow.grammar, signal);
+                    }
                 } else {
                     self.track_hash_local(&local.pat, None);
                 }
@@ -346,21 +363,28 @@ impl Analyzer<'_> {
             Expr::If(i) => self.if_expr(i),
             Expr::Match(m) => self.match_expr(m),
             Expr::ForLoop(f) => {
-                let flow = self.expr(&f.expr, false);
+                let mut flow = self.expr(&f.expr, false);
                 self.check_hash_iteration(&f.expr);
-                self.in_loop(loop_hint(&f.pat), |a| a.block(&f.body));
+                let body = self.in_loop(loop_hint(&f.pat), |a| a.block(&f.body));
+                push_loop(&mut flow, body);
                 flow
             }
             Expr::While(w) => {
-                self.in_loop(None, |a| {
-                    a.expr(&w.cond, false);
-                    a.block(&w.body);
+                let body = self.in_loop(None, |a| {
+                    let mut cond = a.expr(&w.cond, false);
+                    let body = a.block(&w.body);
+                    cond.grammar.extend(body.grammar);
+                    cond
                 });
-                Flow::default()
+                let mut flow = Flow::default();
+                push_loop(&mut flow, body);
+                flow
             }
             Expr::Loop(l) => {
-                self.in_loop(None, |a| a.block(&l.body));
-                Flow::default()
+                let body = self.in_loop(None, |a| a.block(&l.body));
+                let mut flow = Flow::default();
+                push_loop(&mut flow, body);
+                flow
             }
             Expr::Return(r) => self.diverging(r.expr.as_deref()),
             Expr::Break(b) => self.diverging(b.expr.as_deref()),
@@ -377,6 +401,7 @@ impl Analyzer<'_> {
             }
             Expr::MethodCall(m) => {
                 self.check_hash_method(m);
+                self.check_patched_placement(m);
                 let recv = self.expr(&m.receiver, false);
                 let args = self.exprs(&m.args);
                 self.seq(recv, args)
@@ -401,13 +426,17 @@ impl Analyzer<'_> {
 
     /// `if`: the condition, then one branch or the other.
     fn if_expr(&mut self, i: &syn::ExprIf) -> Flow {
+        if let Some(id) = self.patch_condition(&i.cond) {
+            return self.patch(i, id);
+        }
         let mut flow = self.expr(&i.cond, false);
         let then = self.block(&i.then_branch);
         let other = match &i.else_branch {
             Some((_, e)) => self.expr(e, false),
             None => Flow::default(),
         };
-        let alt = Self::either(vec![then, other]);
+        let cond = fingerprint([&*i.cond as &dyn quote::ToTokens]);
+        let alt = Self::either(cond, vec![then, other]);
         self.then(&mut flow, alt);
         flow
     }
@@ -416,7 +445,9 @@ impl Analyzer<'_> {
     fn match_expr(&mut self, m: &syn::ExprMatch) -> Flow {
         let mut flow = self.expr(&m.expr, false);
         let mut arms = Vec::new();
+        let mut cond: Vec<&dyn quote::ToTokens> = vec![&*m.expr];
         for arm in &m.arms {
+            cond.push(&arm.pat);
             let mut f = match &arm.pat {
                 Pat::Guard(g) => self.expr(&g.guard, false),
                 _ => Flow::default(),
@@ -425,7 +456,7 @@ impl Analyzer<'_> {
             self.then(&mut f, body);
             arms.push(f);
         }
-        let alt = Self::either(arms);
+        let alt = Self::either(fingerprint(cond), arms);
         self.then(&mut flow, alt);
         flow
     }
@@ -458,11 +489,12 @@ impl Analyzer<'_> {
         a
     }
 
-    fn in_loop<R>(&mut self, hint: Option<String>, f: impl FnOnce(&mut Self) -> R) {
+    fn in_loop(&mut self, hint: Option<String>, f: impl FnOnce(&mut Self) -> Flow) -> Flow {
         self.has_loop = true;
         self.loops.push(hint);
-        f(self);
+        let flow = f(self);
         self.loops.pop();
+        flow
     }
 
     // ---- macros ------------------------------------------------------------------------
@@ -476,6 +508,24 @@ impl Analyzer<'_> {
         match parser.parse2(mac.tokens.clone()) {
             Ok(args) => self.exprs(&args),
             Err(_) => Flow::default(),
+        }
+    }
+}
+
+/// Close `body`, a loop's body, into `flow` as a loop, when it makes durable calls.
+fn push_loop(flow: &mut Flow, body: Flow) {
+    if !body.grammar.is_empty() {
+        flow.grammar
+            .push(GNode::Loop(Box::new(GNode::seq(body.grammar))));
+    }
+}
+
+/// Give the last signal wait of `grammar` whose signal type is not written in a turbofish the
+/// type its binding names, `signal`.
+fn name_inferred_signal(grammar: &mut [GNode], signal: syn::Path) {
+    if let Some(GNode::Call(call)) = grammar.last_mut() {
+        if matches!(call.signal, GSignal::None) && call.call == "wait_for_signal" {
+            call.signal = GSignal::Type(signal);
         }
     }
 }

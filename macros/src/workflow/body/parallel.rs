@@ -4,6 +4,7 @@
 use proc_macro2::TokenStream;
 use syn::{Expr, ExprMethodCall};
 
+use super::grammar::{fingerprint, GCall, GNode, GSignal};
 use super::keys::KeyExpr;
 use super::{Analyzer, CallKind, DurableCall, Flow};
 
@@ -98,10 +99,23 @@ impl Analyzer<'_> {
                 .args
                 .first()
                 .map(KeyExpr::from_expr)
-                .unwrap_or(KeyExpr::Dynamic);
+                .unwrap_or_else(|| KeyExpr::Dynamic("*".to_owned()));
             let example = format!("{ctx}.fan_out(format!(\"KEY-{{i}}\"), items, ..)");
             let mut keys = Flow::default();
             self.member_key(&key, &example, &mut keys);
+            // Its steps are saved as `<key>.<index>`, as many as there are items.
+            let base = match &key {
+                KeyExpr::Literal(_) => key.pattern(),
+                _ => "*".to_owned(),
+            };
+            keys.grammar.push(GNode::Loop(Box::new(GNode::Call(GCall {
+                kind: turnwise_manifest::CallKind::Step,
+                key: format!("{base}.*"),
+                call: "fan_out",
+                signal: GSignal::None,
+                input: fingerprint(root.args.iter().skip(1).map(|a| a as &dyn quote::ToTokens)),
+                span: root.method.span(),
+            }))));
             self.then(&mut flow, keys);
             // As in a loop: the number of steps is only known at run time.
             self.has_loop = true;
@@ -113,15 +127,30 @@ impl Analyzer<'_> {
             return flow;
         }
         self.check_group_has_steps(group, &head);
+        let mut members = Vec::new();
         for m in &group.members {
             let key = m
                 .args
                 .first()
                 .map(KeyExpr::from_expr)
-                .unwrap_or(KeyExpr::Dynamic);
+                .unwrap_or_else(|| KeyExpr::Dynamic("*".to_owned()));
             let example = format!("{ctx}.parallel().step(format!(\"KEY-{{i}}\"), ..)");
             let mut member = Flow::default();
             let literal = self.member_key(&key, &example, &mut member);
+            members.push(GNode::Call(GCall {
+                kind: turnwise_manifest::CallKind::Step,
+                key: key.pattern(),
+                call: "parallel",
+                signal: GSignal::None,
+                input: fingerprint(
+                    m.args
+                        .iter()
+                        .skip(1)
+                        .take(usize::from(m.method == "step_with"))
+                        .map(|a| a as &dyn quote::ToTokens),
+                ),
+                span: m.method.span(),
+            }));
             let (dot, method) = (&m.dot_token, &m.method);
             member.path.push(quote::quote!(#dot #method));
             self.then(&mut flow, member);
@@ -130,6 +159,9 @@ impl Analyzer<'_> {
                 kind: CallKind::Step(None),
                 key: literal,
             });
+        }
+        if !members.is_empty() {
+            flow.grammar.push(GNode::Parallel(members));
         }
         flow
     }

@@ -17,7 +17,8 @@ impl Analyzer<'_> {
     /// `let s: Option<S> = ctx.wait_for_signal(..).await?;` or `let Some(S { .. }) = ..`:
     /// a wait without a turbofish whose signal type the binding names; `S` must be an accepted
     /// signal (otherwise rustc infers the one accepted signal and reports a type mismatch).
-    pub(super) fn check_inferred_signal(&mut self, pat: &Pat, init: &Expr) {
+    /// The signal type it names, when it names one.
+    pub(super) fn check_inferred_signal(&mut self, pat: &Pat, init: &Expr) -> Option<syn::Path> {
         let mut e = init;
         let mut tried = false;
         loop {
@@ -32,10 +33,10 @@ impl Analyzer<'_> {
             }
         }
         let Expr::MethodCall(m) = e else {
-            return;
+            return None;
         };
         if m.method != "wait_for_signal" || m.turbofish.is_some() || !self.is_ctx(&m.receiver) {
-            return;
+            return None;
         }
         let signal = match pat {
             Pat::Type(t) => {
@@ -53,9 +54,10 @@ impl Analyzer<'_> {
             other if tried => some_pattern_type(other),
             _ => None,
         };
-        if let Some(path) = signal {
-            self.check_signal_type(&path);
+        if let Some(path) = &signal {
+            self.check_signal_type(path);
         }
+        signal
     }
 
     /// `path` names a signal waited for: it must be an accepted one.

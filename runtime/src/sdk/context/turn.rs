@@ -4,7 +4,7 @@ mod parallel;
 
 pub use parallel::{FanOut, GroupOutput, Parallel, Push};
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::{Future, IntoFuture};
 use std::marker::PhantomData;
 use std::pin::Pin;
@@ -35,6 +35,8 @@ pub struct Turn<W> {
     saved: Vec<StepCheckpoint>,
     position: usize,
     keys: HashSet<String>,
+    /// The answers of `patched`, by patch id.
+    patches: HashMap<String, bool>,
     _workflow: PhantomData<fn() -> W>,
 }
 
@@ -55,6 +57,7 @@ impl<W: Workflow> Turn<W> {
             saved,
             position: 0,
             keys: HashSet::new(),
+            patches: HashMap::new(),
             _workflow: PhantomData,
         }
     }
@@ -450,6 +453,41 @@ impl<W: Workflow> Turn<W> {
     pub async fn now(&mut self, key: impl Into<String>) -> Result<Millis, TurnError> {
         let now = self.shared.clock.now_ms();
         self.step(key, move |_| async move { Ok(now) }).await
+    }
+
+    /// Whether this turn runs the code added by patch `id`: write
+    /// `if ctx.patched("id").await? { new code } else { old code }` to change a version's
+    /// durable calls while turns saved before the change are in flight.
+    ///
+    /// - A turn that reaches the patch on this code saves a marker step (`patched.<id>`) and
+    ///   takes the new branch, on every replay too.
+    /// - A turn saved before the patch existed, whose saved steps go on past this point
+    ///   without the marker, takes the old branch, and keeps it.
+    ///
+    /// The answer for an id is the same for the whole turn. `#[workflow]` checks that each id
+    /// is used once and records the patch in the version's replay manifest (see
+    /// `docs/versions.md`).
+    ///
+    /// # Errors
+    ///
+    /// Saving the marker failed as any step can (the turn is retried), or the id does not make
+    /// a valid key.
+    pub async fn patched(&mut self, id: &str) -> Result<bool, TurnError> {
+        if let Some(&answer) = self.patches.get(id) {
+            return Ok(answer);
+        }
+        let key = crate::manifest::Patch::marker_key(id);
+        let answer = match self.saved.get(self.position) {
+            Some(saved) if saved.key == key && saved.kind == CheckpointKind::Step => {
+                self.next(&key, CheckpointKind::Step, None, None)?;
+                true
+            }
+            // Replaying a turn saved before the patch: its next saved step is the old code's.
+            Some(_) => false,
+            None => self.step(key, |_| async { Ok(true) }).await?,
+        };
+        self.patches.insert(id.to_owned(), answer);
+        Ok(answer)
     }
 
     /// A random `u64` as a step: drawn once and saved, so every replay sees the same value.
