@@ -30,6 +30,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod files;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
