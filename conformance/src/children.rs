@@ -113,6 +113,7 @@ pub async fn reply_reaches_parent_whose_schema_declares_no_signal(f: impl Fixtur
         signals: Default::default(),
         state: Value::Null,
         reply: Value::Null,
+        manifest: None,
     };
     ok(
         b.register_schema(&document).await,

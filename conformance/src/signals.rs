@@ -339,6 +339,7 @@ fn schema_declaring(version: &str, signals: &[&str]) -> SchemaDocument {
             .collect(),
         state: Value::Null,
         reply: Value::Null,
+        manifest: None,
     }
 }
 

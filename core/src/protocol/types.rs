@@ -1367,6 +1367,11 @@ pub struct SchemaDocument {
     /// The reply schema (served, not checked).
     #[serde(default)]
     pub reply: Value,
+    /// The version's replay manifest (the grammar of its durable calls, its shape hash and its
+    /// schemas), when the worker has one: what the compatibility check compares against live
+    /// instances. Its name and version are the document's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<crate::manifest::Manifest>,
 }
 
 /// One way a value fails a registered JSON Schema, as a

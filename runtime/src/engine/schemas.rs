@@ -72,6 +72,17 @@ fn entry(stored: Stored) -> Result<Entry> {
     let d = &stored.document;
     validate::identifier("workflow_type", &d.workflow_type)?;
     validate::identifier("version", &d.version)?;
+    if let Some(m) = &d.manifest {
+        if (m.name.as_str(), m.version.as_str()) != (d.workflow_type.as_str(), d.version.as_str()) {
+            return Err(Error::invalid(
+                "manifest",
+                format!(
+                    "the manifest describes `{}` `{}` but the document registers `{}` `{}`; register each version's own manifest",
+                    m.name, m.version, d.workflow_type, d.version
+                ),
+            ));
+        }
+    }
     for name in d.signals.keys() {
         if let Err(why) = turnwise_rules::check_identifier(name) {
             return Err(Error::invalid(

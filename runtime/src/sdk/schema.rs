@@ -99,7 +99,8 @@ impl WorkflowSchema {
     }
 
     /// The wire document a worker registers with a backend: the message, state, reply and
-    /// signal schemas under the workflow's type and version (step outputs are not part of it).
+    /// signal schemas under the workflow's type and version (step outputs are not part of it;
+    /// the worker adds the version's replay manifest, which holds them).
     pub fn document(&self) -> SchemaDocument {
         SchemaDocument {
             workflow_type: self.name.clone(),
@@ -108,6 +109,7 @@ impl WorkflowSchema {
             signals: self.signals.clone(),
             state: self.state.clone(),
             reply: self.reply.clone(),
+            manifest: None,
         }
     }
 

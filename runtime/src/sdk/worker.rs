@@ -44,6 +44,7 @@ pub(crate) struct Finished {
 pub(crate) trait Runnable: Send + Sync {
     fn workflow_ref(&self) -> WorkflowRef;
     fn schema(&self) -> Option<crate::sdk::schema::WorkflowSchema>;
+    fn manifest(&self) -> Option<crate::manifest::Manifest>;
     fn run(
         &self,
         shared: Arc<TurnShared>,
@@ -72,6 +73,10 @@ impl<W: Workflow> Runnable for Registered<W> {
             schema.signals.clear();
         }
         Some(schema)
+    }
+
+    fn manifest(&self) -> Option<crate::manifest::Manifest> {
+        self.0.manifest()
     }
 
     fn run(
@@ -225,6 +230,20 @@ impl Worker {
         }
     }
 
+    /// The replay manifests of the registered workflows, sorted by name and version: what
+    /// [`turnwise::manifest::files::check`](crate::manifest::files::check) compares with the
+    /// committed files.
+    pub fn manifests(&self) -> Vec<crate::manifest::Manifest> {
+        let mut out: Vec<_> = self
+            .registry
+            .by_ref
+            .values()
+            .filter_map(|r| r.manifest())
+            .collect();
+        out.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
+        out
+    }
+
     /// Run this workflow's turns. Its schemas are registered with the backend
     /// ([`Worker::register_schemas`]) before the worker's first claim, so that the engine or
     /// server checks the messages and signals admitted for it.
@@ -351,13 +370,16 @@ impl Worker {
         RunningWorker { stop, task }
     }
 
-    /// Register every workflow's schemas with the backend (a server validates admissions with
-    /// them). Called when the worker starts serving; a refusal is reported, not fatal.
+    /// Register every workflow's schemas, with its replay manifest, with the backend (a server
+    /// validates admissions with the schemas; the compatibility check reads the manifests).
+    /// Called when the worker starts serving; a refusal is reported, not fatal.
     pub async fn register_schemas(&self) -> Result<usize, Error> {
         let mut n = 0;
         for r in self.registry.by_ref.values() {
             if let Some(schema) = r.schema() {
-                self.backend.register_schema(&schema.document()).await?;
+                let mut document = schema.document();
+                document.manifest = r.manifest();
+                self.backend.register_schema(&document).await?;
                 n += 1;
             }
         }

@@ -95,6 +95,7 @@ fn counter_schema() -> SchemaDocument {
         )]),
         state: json!({"type": "object"}),
         reply: json!({"type": "integer"}),
+        manifest: None,
     }
 }
 
