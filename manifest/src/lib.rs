@@ -7,6 +7,10 @@
 //! state, message, reply, signals and step outputs, and a [`shape_hash`](Manifest::shape_hash)
 //! that changes when the structure changes and not when comments, formatting or locations do.
 //!
+//! [`grammar`] answers whether a grammar accepts what a turn in flight saved and how two
+//! grammars' shapes differ; [`compat`] is the check between two manifests of a workflow that CI
+//! runs ([`compat::compare`]); [`schema`] compares the JSON Schemas.
+//!
 //! Manifests are canonical JSON ([`Manifest::to_canonical_json`]): sorted keys, nothing
 //! time-dependent, byte-identical across rebuilds, meant to be committed like a lockfile under
 //! `turnwise/manifests/` ([`Manifest::file_name`]).
@@ -37,6 +41,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+pub mod compat;
+pub mod grammar;
+pub mod schema;
 
 /// The version of the manifest format this crate writes and reads.
 pub const FORMAT: u32 = 1;
