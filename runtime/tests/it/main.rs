@@ -36,6 +36,7 @@ mod test_codec_props;
 mod test_deferred_steps;
 mod test_errors;
 mod test_handles;
+mod test_manifest;
 mod test_parallel;
 mod test_replay;
 mod test_schedules;

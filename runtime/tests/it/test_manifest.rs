@@ -23,6 +23,7 @@ pub struct Trail {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Signal)]
+#[signal(name = "approval")]
 pub struct Approval {
     pub ok: bool,
 }
@@ -55,9 +56,7 @@ pub async fn shapes(
         .step("left", |_| async { Ok(1u64) })
         .step("right", |_| async { Ok(2u64) })
         .await?;
-    let approval = ctx
-        .wait_for_signal::<Approval>("approve", HOUR)
-        .await?;
+    let approval = ctx.wait_for_signal::<Approval>("approve", HOUR).await?;
     let _ = approval;
     Ok(Done::new(state).reply(total + a + b))
 }
@@ -92,7 +91,7 @@ fn a_workflow_describes_its_durable_calls() {
         panic!("the wait is a call: {:?}", parts[4])
     };
     assert_eq!(wait.kind, CallKind::Signal);
-    assert_eq!(wait.signal.as_deref(), Some("Approval"));
+    assert_eq!(wait.signal.as_deref(), Some("approval"));
     assert_eq!(
         calls(&m.grammar),
         [
@@ -114,7 +113,7 @@ fn a_workflow_describes_its_durable_calls() {
         );
     }
     // The schemas travel with it, and the canonical text is stable.
-    assert!(m.schemas.signals.contains_key("Approval"));
+    assert!(m.schemas.signals.contains_key("approval"));
     assert_eq!(m.schemas.steps["reserve"]["type"], "integer");
     assert_eq!(shapes.manifest().to_canonical_json(), m.to_canonical_json());
     assert_eq!(Manifest::from_json(&m.to_canonical_json()).unwrap(), m);
