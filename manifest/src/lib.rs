@@ -7,6 +7,9 @@
 //! state, message, reply, signals and step outputs, and a [`shape_hash`](Manifest::shape_hash)
 //! that changes when the structure changes and not when comments, formatting or locations do.
 //!
+//! [`schema::reads`] tells, from two versions' JSON Schemas, whether the new code reads every
+//! value the old one saved.
+//!
 //! Manifests are canonical JSON ([`Manifest::to_canonical_json`]): sorted keys, nothing
 //! time-dependent, byte-identical across rebuilds, meant to be committed like a lockfile under
 //! `turnwise/manifests/` ([`Manifest::file_name`]).
@@ -35,6 +38,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+pub mod schema;
 
 /// The version of the manifest format this crate writes and reads.
 pub const FORMAT: u32 = 1;
