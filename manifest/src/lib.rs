@@ -9,7 +9,8 @@
 //!
 //! [`grammar`] answers whether a grammar accepts what a turn in flight saved and how two
 //! grammars' shapes differ; [`compat`] is the check between two manifests of a workflow that CI
-//! runs ([`compat::compare`]); [`schema`] compares the JSON Schemas.
+//! runs ([`compat::compare`]); [`schema::reads`] tells, from two versions' JSON Schemas,
+//! whether the new code reads every value the old one saved; [`files`] keeps manifests on disk.
 //!
 //! Manifests are canonical JSON ([`Manifest::to_canonical_json`]): sorted keys, nothing
 //! time-dependent, byte-identical across rebuilds, meant to be committed like a lockfile under
