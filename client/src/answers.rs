@@ -128,6 +128,7 @@ fn lenient_turn(value: Value, lease: &Lease, status: TurnStatus) -> WorkflowTurn
         wait: None,
         worker: None,
         traceparent: None,
+        mismatch: None,
     }
 }
 

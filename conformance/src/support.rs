@@ -209,6 +209,7 @@ pub fn fail_request(lease: &Lease, error: &str) -> FailRequest {
         retry_at_ms: None,
         usage: None,
         results: None,
+        mismatch: None,
     }
 }
 

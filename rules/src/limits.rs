@@ -48,3 +48,7 @@ pub const PAGE_DEFAULT: u32 = 50;
 
 /// A failure's `error` text is cut to this many characters (never refused).
 pub const ERROR_CHARS: usize = 1000;
+
+/// Instance events (upgrades, resumes, restarts, forks) kept on an instance; older ones are
+/// dropped first.
+pub const INSTANCE_EVENTS: usize = 32;

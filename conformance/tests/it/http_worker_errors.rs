@@ -259,6 +259,7 @@ async fn an_unknown_code_is_an_http_error_and_not_a_lost_lease() {
             retry_at_ms: Some(0),
             usage: None,
             results: None,
+            mismatch: None,
         })
         .await
         .unwrap();

@@ -94,6 +94,11 @@ wire_enum! {
         Failed = "failed",
         /// Cancelled by an operator; state was left unchanged.
         Cancelled = "cancelled",
+        /// Stopped by a replay mismatch: the code no longer makes the durable calls the turn
+        /// saved ([`WorkflowTurn::mismatch`] says where). Nothing runs and no attempt is
+        /// counted until an operator resumes it on a version that accepts the saved steps,
+        /// restarts it or cancels it; the inbox keeps its messages in order.
+        Suspended = "suspended",
     }
 }
 
@@ -120,6 +125,8 @@ wire_enum! {
         Failed = "failed",
         /// An operator paused the instance: no new claims.
         Paused = "paused",
+        /// The head turn is suspended by a replay mismatch and blocks the inbox.
+        Suspended = "suspended",
     }
 }
 
@@ -723,6 +730,57 @@ pub struct FailRequest {
     /// The run's results report: checked ([`RunResultsReport`]) and kept in the run's summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<RunResultsReport>,
+    /// The attempt stopped at a replay mismatch: suspend the turn with this report instead of
+    /// failing it (a turnwise extension; `non_retryable` and `retry_at_ms` are ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<MismatchReport>,
+}
+
+/// Where a turn's replay diverged from its saved steps: what suspends it. It holds keys, kinds
+/// and places, never a payload value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MismatchReport {
+    /// The version whose code diverged.
+    pub version: String,
+    /// The position of the first saved step the code did not make again.
+    pub position: u32,
+    /// The saved steps, in order (key, kind and, for signal waits, the signal's name).
+    pub saved: Vec<crate::manifest::grammar::Saved>,
+    /// What the code called at `position` instead; `None` when the handler returned before
+    /// making every saved call again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<crate::manifest::grammar::Saved>,
+    /// Where the code made that call, `file:line`, when the version's manifest tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The divergence in one sentence.
+    pub message: String,
+}
+
+/// Something an operator or the engine did to an instance outside its turns (an upgrade, a
+/// resume, a restart, a fork), kept on the instance (the newest
+/// [`turnwise_rules::limits::INSTANCE_EVENTS`] of them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceEvent {
+    /// When.
+    pub at_ms: Millis,
+    /// What: `upgrade`, `resume`, `restart_turn`, `fork`, `suspend`.
+    pub action: String,
+    /// Who asked, as the request said (a user name, a token's name, a tool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The version before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_version: Option<String>,
+    /// The version after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_version: Option<String>,
+    /// The turn it concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u64>,
+    /// More, in words (e.g. the new id of a fork).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// A saved step of a turn.
@@ -1294,6 +1352,9 @@ pub struct WorkflowTurn {
     /// worker runs the turn in this trace ([`crate::trace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Why the turn is suspended, while it is (a turnwise extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<MismatchReport>,
 }
 
 /// An instance: identity, pinned version, saved state and inbox summary.
@@ -1340,6 +1401,9 @@ pub struct WorkflowInstance {
     /// Attempts per turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// Upgrades, resumes, restarts and forks, oldest first (a turnwise extension).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<InstanceEvent>,
 }
 
 /// `POST /v1/workflows/schemas`: the JSON Schemas of one workflow type and version, as a worker

@@ -416,6 +416,7 @@ pub(super) fn check_lease(
         TurnStatus::Completed => return Err(lost("the turn is completed")),
         TurnStatus::Cancelled => return Err(lost("the turn was cancelled")),
         TurnStatus::Failed => return Err(lost("the turn failed")),
+        TurnStatus::Suspended => return Err(lost("the turn is suspended by a replay mismatch")),
         TurnStatus::Queued | TurnStatus::Waiting => {
             return Err(lost("the attempt ended (released, suspended or timed out)"))
         }
@@ -458,6 +459,7 @@ pub(super) fn due_at(
         }
         TurnStatus::Queued | TurnStatus::Waiting => Some(head.ready_at_ms),
         TurnStatus::Failed
+        | TurnStatus::Suspended
         | TurnStatus::Completed
         | TurnStatus::Cancelled
         | TurnStatus::Unknown => None,
@@ -478,6 +480,7 @@ pub(super) fn instance_status(
         Some(h) => match h.status {
             TurnStatus::Running => InstanceStatus::Running,
             TurnStatus::Failed => InstanceStatus::Failed,
+            TurnStatus::Suspended => InstanceStatus::Suspended,
             TurnStatus::Waiting => InstanceStatus::Waiting,
             TurnStatus::Queued if h.ready_at_ms > now => InstanceStatus::Waiting,
             _ => InstanceStatus::Queued,
@@ -644,6 +647,7 @@ pub(super) fn turn_view(inst: &InstanceRecord, t: &TurnRecord) -> WorkflowTurn {
         wait: t.wait.clone(),
         worker: t.worker.clone(),
         traceparent: t.traceparent.clone(),
+        mismatch: None,
     }
 }
 
@@ -675,6 +679,7 @@ pub(super) fn instance_view(
         progress,
         lease_ms: Some(inst.lease_ms),
         max_attempts: Some(inst.max_attempts),
+        events: Vec::new(),
     }
 }
 

@@ -691,6 +691,7 @@ impl Worker {
             retry_at_ms: Some(now + 1000),
             usage: None,
             results: None,
+            mismatch: None,
         };
         if let Err(e) = self.backend.fail(fail).await {
             tracing::warn!(error = %e, "releasing a turn failed; its lease will expire");
@@ -761,6 +762,7 @@ impl Worker {
             retry_at_ms,
             usage: None,
             results: None,
+            mismatch: None,
         };
         match self.backend.fail(req).await {
             Ok(_) => {}

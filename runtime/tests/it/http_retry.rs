@@ -248,6 +248,7 @@ fn fail() -> FailRequest {
         retry_at_ms: None,
         usage: None,
         results: None,
+        mismatch: None,
     }
 }
 

@@ -170,6 +170,7 @@ async fn fail(http: &Http, task: &TurnTask, retry_at_ms: Option<i64>) {
         retry_at_ms,
         usage: None,
         results: None,
+        mismatch: None,
     })
     .await
     .unwrap();
