@@ -936,7 +936,7 @@ mod tests {
             seq(vec![step("a", 1), sleep("nap", 2), step("b", 3)]),
         );
         let other = version("refund", "v1", seq(vec![step("r", 1)]));
-        let report = compare_sets(&[v1.clone()], &[v1_changed, v2, other]);
+        let report = compare_sets(std::slice::from_ref(&v1), &[v1_changed, v2, other]);
         let pairs: Vec<(&str, &str, Class)> = report
             .comparisons
             .iter()
@@ -958,7 +958,7 @@ mod tests {
     #[test]
     fn a_version_dropped_without_a_successor_is_for_review() {
         let v1 = version("order", "v1", seq(vec![step("a", 1)]));
-        let report = compare_sets(&[v1.clone()], &[]);
+        let report = compare_sets(std::slice::from_ref(&v1), &[]);
         assert_eq!(report.class, Class::Review);
         assert!(report.comparisons[0].findings[0]
             .what
