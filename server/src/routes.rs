@@ -54,6 +54,8 @@ fn handler(route: Route) -> MethodRouter<AppState> {
         Route::ListSchedules => on(method, list_schedules),
         Route::GetSchedule => on(method, get_schedule),
         Route::ControlSchedule => on(method, control_schedule),
+        Route::RestartTurn => on(method, restart_turn),
+        Route::ForkInstance => on(method, fork_instance),
     }
 }
 
@@ -182,6 +184,26 @@ async fn control(
     Body(req): Body<ControlRequest>,
 ) -> ApiResult<Json<WorkflowInstance>> {
     Ok(Json(engine.control(req).await?))
+}
+
+// ---- ways out of a suspension (turnwise extensions) ----------------------------------------
+
+/// Conditional on the turn being suspended (`409 turn_not_suspended`); an exact repeat answers
+/// the restart as it was made.
+async fn restart_turn(
+    Ns(engine): Ns,
+    Body(req): Body<RestartTurnRequest>,
+) -> ApiResult<Json<RestartTurnResponse>> {
+    Ok(Json(engine.restart_turn(req).await?))
+}
+
+/// Conditional on the head turn being suspended (`409 turn_not_suspended`); an exact repeat
+/// answers the fork as it was made.
+async fn fork_instance(
+    Ns(engine): Ns,
+    Body(req): Body<ForkInstanceRequest>,
+) -> ApiResult<Json<ForkInstanceResponse>> {
+    Ok(Json(engine.fork_instance(req).await?))
 }
 
 async fn delete(Ns(engine): Ns, Body(req): Body<DeleteRequest>) -> ApiResult<Json<DeleteResponse>> {

@@ -118,6 +118,34 @@ pub trait Backend: Send + Sync {
         let _ = req;
         Err(no_schedules())
     }
+
+    /// Run a turn suspended by a replay mismatch again on the instance's own version, from its
+    /// last accepted step or from scratch (a turnwise extension; see [`RestartTurnRequest`]).
+    /// Backends that cannot (an LBB server) answer [`Error::Http`](crate::Error::Http) with
+    /// status 404; the default answers the same, naming the call.
+    async fn restart_turn(&self, req: RestartTurnRequest) -> Result<RestartTurnResponse> {
+        let _ = req;
+        Err(not_supported("restart_turn"))
+    }
+    /// Fork an instance whose head turn is suspended into a new instance of the same version
+    /// (a turnwise extension; see [`ForkInstanceRequest`]). The default answers as
+    /// [`restart_turn`](Self::restart_turn)'s does.
+    async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
+        let _ = req;
+        Err(not_supported("fork_instance"))
+    }
+}
+
+/// What a backend without the ways out of a suspension answers.
+fn not_supported(call: &str) -> crate::Error {
+    crate::Error::Http {
+        status: 404,
+        code: "not_found".into(),
+        message: format!(
+            "`{call}` is not supported by this backend (a turnwise extension for turns suspended \
+             by a replay mismatch); use an embedded engine or a turnwise server"
+        ),
+    }
 }
 
 /// What a backend without schedules answers.
@@ -223,5 +251,11 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
         req: ScheduleControlRequest,
     ) -> Result<ScheduleControlResponse> {
         (**self).control_schedule(req).await
+    }
+    async fn restart_turn(&self, req: RestartTurnRequest) -> Result<RestartTurnResponse> {
+        (**self).restart_turn(req).await
+    }
+    async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
+        (**self).fork_instance(req).await
     }
 }
