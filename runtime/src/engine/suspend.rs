@@ -134,6 +134,7 @@ impl Engine {
                         ),
                     ));
                 }
+                check_saved(&report, turn)?;
                 if let (Some(usage), Some(run)) = (&req.usage, turn.run.as_mut()) {
                     run.usage = Some(usage.clone());
                 }
@@ -442,6 +443,30 @@ impl Engine {
         }
         Ok(None)
     }
+}
+
+/// A report's saved entries must be the turn's saved steps (key, kind, signal name), in
+/// order: the worker saw them in its claim and saved the rest before it reported.
+fn check_saved(report: &MismatchReport, turn: &TurnRecord) -> Result<()> {
+    let same = report.saved.len() == turn.steps.len()
+        && report.saved.iter().zip(&turn.steps).all(|(entry, step)| {
+            entry.key == step.key
+                && entry.kind.as_str() == step.kind.as_str()
+                && entry.signal == step.signal_name
+        });
+    if same {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "mismatch.saved",
+        format!(
+            "the report lists {} saved entries and turn {} holds {} steps that differ; list the \
+             turn's saved steps in order (key, kind, signal name)",
+            report.saved.len(),
+            turn.number,
+            turn.steps.len()
+        ),
+    ))
 }
 
 /// The answer to a restart recorded as `event`.
