@@ -16,7 +16,7 @@
 //! | `turnwise_lease_losses_total` | counter | | worker calls refused because their lease no longer holds the turn |
 //! | `turnwise_store_commit_seconds` | histogram | `durability` (`durable`, `relaxed`) | one commit to the store, answered |
 //! | `turnwise_store_sqlite_sync_seconds` | histogram | | one `fdatasync` of the SQLite write-ahead log, covering the durable commits waiting on it |
-//! | `turnwise_worker_turn_seconds` | histogram | `workflow_type`, `outcome` (`completed`, `failed`, `interrupted`, `released`) | a worker's attempt at a turn, claim to answer |
+//! | `turnwise_worker_turn_seconds` | histogram | `workflow_type`, `outcome` (`completed`, `failed`, `interrupted`, `released`, `suspended`) | a worker's attempt at a turn, claim to answer |
 //! | `turnwise_worker_step_seconds` | histogram | `workflow_type`, `outcome` (`ok`, `error`) | a step's body, as the worker ran it (replayed steps are not counted) |
 //!
 //! The counters are recorded after the commit that made them true, so a commit refused for a
