@@ -246,7 +246,7 @@ async fn run_stats(Ns(engine): Ns, Query(q): Query<StatsRead>) -> ApiResult<Json
 struct TurnRead {
     id: String,
     turn: u64,
-    /// Answer once the turn has an outcome (`completed`, `failed`, `cancelled`), waiting up to
+    /// Answer once the turn is settled (`completed`, `failed`, `cancelled`, `suspended`), waiting up to
     /// this long (at most the claim wait) for one.
     #[serde(default)]
     wait_ms: Option<u64>,

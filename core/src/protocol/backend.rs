@@ -36,8 +36,10 @@ pub trait Backend: Send + Sync {
     async fn history(&self, query: HistoryQuery) -> Result<HistoryResponse>;
     /// Read one turn, pending or kept in history.
     async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn>;
-    /// Read one turn once it has an outcome (`completed`, `failed` or `cancelled`), waiting up
-    /// to `wait` for one; when the wait runs out, the turn as it is then. A turnwise extension
+    /// Read one turn once it is settled ([`TurnStatus::is_settled`]: it has an outcome,
+    /// `completed`, `failed` or `cancelled`, or it is `suspended` by a replay mismatch until an
+    /// operator acts), waiting up to `wait` for that; when the wait runs out, the turn as it is
+    /// then. A turnwise extension
     /// of the protocol: the embedded engine is woken by the commit that settles the turn, the
     /// `Http` backend long-polls the turn route with `wait_ms`. The default reads the turn at
     /// once without waiting (a backend that cannot wait), so callers loop until an outcome.

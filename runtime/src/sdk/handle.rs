@@ -362,7 +362,9 @@ impl<W: Workflow> Handle<W> {
     ///
     /// It waits as long as the turn takes (retries included); bound it with
     /// `tokio::time::timeout` where a caller cannot wait. Dropping the future stops waiting
-    /// and leaves the turn to run.
+    /// and leaves the turn to run. A turn suspended by a replay mismatch answers at once with
+    /// [`CallError::Suspended`]; a turn queued behind a suspended one waits until an operator
+    /// ends that suspension (the instance's status says `suspended`).
     pub async fn call(
         &self,
         message: W::Message,
@@ -374,7 +376,9 @@ impl<W: Workflow> Handle<W> {
         self.result(turn).await
     }
 
-    /// Wait for turn `turn` to have an outcome and answer its reply. Nothing is polled where
+    /// Wait for turn `turn` to have an outcome and answer its reply, or
+    /// [`CallError::Suspended`] when it is suspended by a replay mismatch (ask again after an
+    /// operator restarts it). Nothing is polled where
     /// the backend can wait: the embedded engine wakes the caller with the commit that settles
     /// the turn, and the `Http` backend long-polls the turn route (a turnwise extension; a
     /// server without it is read again after growing pauses, 10 ms to 1 s).
