@@ -322,10 +322,9 @@ impl Engine {
                 ))),
             };
         }
-        let head = self.load_head(orig).await?;
-        let Some(head) = head.filter(|h| h.status == TurnStatus::Suspended) else {
-            let head = self.load_head(orig).await?;
-            return Err(not_suspended(orig, head.as_ref(), "forked"));
+        let head = match self.load_head(orig).await? {
+            Some(head) if head.status == TurnStatus::Suspended => head,
+            other => return Err(not_suspended(orig, other.as_ref(), "forked")),
         };
         let range = TurnRange {
             finished: false,
