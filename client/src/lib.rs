@@ -111,6 +111,8 @@ const P_RUN_STATS: &str = Route::RunStats.path();
 const P_SCHEDULES: &str = Route::CreateSchedule.path();
 const P_SCHEDULE_GET: &str = Route::GetSchedule.path();
 const P_SCHEDULE_CONTROL: &str = Route::ControlSchedule.path();
+const P_RESTART: &str = Route::RestartTurn.path();
+const P_FORK: &str = Route::ForkInstance.path();
 
 /// Every route without parameters of its own, whose URL [`Config::fixed`] builds once.
 const FIXED_PATHS: [&str; 22] = [
@@ -793,7 +795,9 @@ impl Backend for Http {
     async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
         let r = self.post(P_FAIL, &req, Retry::Once, Some(&req.lease)).await;
         self.forget_lease(&req.lease.token);
-        let status = if req.non_retryable {
+        let status = if req.mismatch.is_some() {
+            TurnStatus::Suspended
+        } else if req.non_retryable {
             TurnStatus::Failed
         } else {
             TurnStatus::Queued
@@ -861,5 +865,17 @@ impl Backend for Http {
         self.post(P_SCHEDULE_CONTROL, &req, Retry::Yes, None)
             .await?
             .decode()
+    }
+
+    /// `POST /v1/workflows/turns/restart` (a turnwise extension), retried: an exact repeat
+    /// answers the restart as it was made.
+    async fn restart_turn(&self, req: RestartTurnRequest) -> Result<RestartTurnResponse> {
+        self.post(P_RESTART, &req, Retry::Yes, None).await?.decode()
+    }
+
+    /// `POST /v1/workflows/instances/fork` (a turnwise extension), retried: an exact repeat
+    /// answers the fork as it was made.
+    async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
+        self.post(P_FORK, &req, Retry::Yes, None).await?.decode()
     }
 }

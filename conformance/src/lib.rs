@@ -4,7 +4,7 @@
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
 //! [`control`], [`limits`], [`parallel`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
-//! [`outcomes`], [`schedules`], [`validation`], [`brief`], [`chained`]). A case
+//! [`outcomes`], [`schedules`], [`suspension`], [`validation`], [`brief`], [`chained`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
 //! After every refusal it re-reads the instance to prove nothing was written.
@@ -48,6 +48,7 @@ pub mod runs;
 pub mod schedules;
 pub mod signals;
 pub mod steps;
+pub mod suspension;
 pub mod validation;
 
 #[doc(hidden)]
@@ -268,6 +269,14 @@ macro_rules! conformance_tests {
                 recurring_firings_have_deterministic_ids,
                 catch_up_after_downtime,
                 schedule_reads_and_control,
+            }
+            suspension {
+                mismatch_suspends_the_turn,
+                bad_reports_are_refused,
+                restart_from_last_accepted,
+                restart_from_scratch,
+                cancel_suspended_turn,
+                fork_instance,
             }
             validation {
                 invalid_identifiers,

@@ -219,6 +219,7 @@ pub fn control_request(workflow_id: &str, action: ControlAction) -> ControlReque
         workflow_id: workflow_id.into(),
         action,
         turn: None,
+        by: None,
     }
 }
 
@@ -228,6 +229,7 @@ pub fn control_turn(workflow_id: &str, action: ControlAction, turn: u64) -> Cont
         workflow_id: workflow_id.into(),
         action,
         turn: Some(turn),
+        by: None,
     }
 }
 

@@ -12,10 +12,11 @@
 //! | `turnwise_claims_total` | counter | `result` (`granted`, `empty`) | claims answered by the engine, with a task or with none |
 //! | `turnwise_attempts_total` | counter | `workflow_type`, `attempt` (`first`, `retry`) | attempts started (each granted claim starts one) |
 //! | `turnwise_turns_total` | counter | `workflow_type`, `outcome` (`completed`, `continued`, `failed`, `cancelled`) | turns moved to history; `continued` is a completion that continued into a new turn |
+//! | `turnwise_turns_suspended_total` | counter | `workflow_type` | turns suspended by a replay mismatch (the worker's code no longer made the durable calls the turn saved); each counts again if it is restarted and suspended again |
 //! | `turnwise_lease_losses_total` | counter | | worker calls refused because their lease no longer holds the turn |
 //! | `turnwise_store_commit_seconds` | histogram | `durability` (`durable`, `relaxed`) | one commit to the store, answered |
 //! | `turnwise_store_sqlite_sync_seconds` | histogram | | one `fdatasync` of the SQLite write-ahead log, covering the durable commits waiting on it |
-//! | `turnwise_worker_turn_seconds` | histogram | `workflow_type`, `outcome` (`completed`, `failed`, `interrupted`, `released`) | a worker's attempt at a turn, claim to answer |
+//! | `turnwise_worker_turn_seconds` | histogram | `workflow_type`, `outcome` (`completed`, `failed`, `interrupted`, `released`, `suspended`) | a worker's attempt at a turn, claim to answer |
 //! | `turnwise_worker_step_seconds` | histogram | `workflow_type`, `outcome` (`ok`, `error`) | a step's body, as the worker ran it (replayed steps are not counted) |
 //!
 //! The counters are recorded after the commit that made them true, so a commit refused for a
@@ -34,6 +35,8 @@ pub const CLAIMS: &str = "turnwise_claims_total";
 pub const ATTEMPTS: &str = "turnwise_attempts_total";
 /// Turns moved to history, by outcome.
 pub const TURNS: &str = "turnwise_turns_total";
+/// Turns suspended by a replay mismatch.
+pub const TURNS_SUSPENDED: &str = "turnwise_turns_suspended_total";
 /// Worker calls refused for a lost lease.
 pub const LEASE_LOSSES: &str = "turnwise_lease_losses_total";
 /// Store commit latency.
@@ -57,6 +60,10 @@ pub fn describe() {
         "Attempts started, the first of a turn or a retry."
     );
     describe_counter!(TURNS, "Turns moved to history, by outcome.");
+    describe_counter!(
+        TURNS_SUSPENDED,
+        "Turns suspended by a replay mismatch, until an operator restarts, forks or cancels them."
+    );
     describe_counter!(
         LEASE_LOSSES,
         "Worker calls refused because their lease no longer holds the turn."
@@ -142,6 +149,12 @@ pub fn turns_finished(workflow_type: &str, outcomes: &[&'static str]) {
         counter!(TURNS, "workflow_type" => workflow_type.to_owned(), "outcome" => *outcome)
             .increment(1);
     }
+}
+
+/// A turn of `workflow_type` was suspended by a replay mismatch, once its commit is answered.
+#[doc(hidden)]
+pub fn turn_suspended(workflow_type: &str) {
+    counter!(TURNS_SUSPENDED, "workflow_type" => workflow_type.to_owned()).increment(1);
 }
 
 /// A worker's attempt at a turn of `workflow_type` ended with `outcome` after `took`.

@@ -93,11 +93,17 @@ pub enum Route {
     GetSchedule,
     /// Pause, resume or delete a schedule (a turnwise extension).
     ControlSchedule,
+    /// Run a turn suspended by a replay mismatch again, from its last accepted step or from
+    /// scratch (a turnwise extension).
+    RestartTurn,
+    /// Fork an instance whose head turn is suspended into a new instance (a turnwise
+    /// extension).
+    ForkInstance,
 }
 
 impl Route {
     /// Every route, grouped by path.
-    pub const ALL: [Route; 29] = [
+    pub const ALL: [Route; 31] = [
         Route::CreateInstance,
         Route::ListInstances,
         Route::GetInstance,
@@ -127,6 +133,8 @@ impl Route {
         Route::ListSchedules,
         Route::GetSchedule,
         Route::ControlSchedule,
+        Route::RestartTurn,
+        Route::ForkInstance,
     ];
 
     /// The route's method.
@@ -137,7 +145,7 @@ impl Route {
             | ListSchemas | Runs | GetRun | RunStats | ListSchedules | GetSchedule => Method::Get,
             CreateInstance | SendMessage | Control | Delete | Claim | Operation | Progress
             | Checkpoint | WaitSignal | Signal | Complete | Fail | Heartbeat | RegisterSchema
-            | CreateSchedule | ControlSchedule => Method::Post,
+            | CreateSchedule | ControlSchedule | RestartTurn | ForkInstance => Method::Post,
         }
     }
 
@@ -171,6 +179,8 @@ impl Route {
             CreateSchedule | ListSchedules => "/v1/workflows/schedules",
             GetSchedule => "/v1/workflows/schedules/get",
             ControlSchedule => "/v1/workflows/schedules/control",
+            RestartTurn => "/v1/workflows/turns/restart",
+            ForkInstance => "/v1/workflows/instances/fork",
         }
     }
 

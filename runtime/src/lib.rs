@@ -181,8 +181,8 @@ pub use http::{Http, HttpBuilder};
 pub use worker::{RunningWorker, Worker};
 pub use worker_backend::WorkerBackend;
 pub use workflow::{
-    AcceptedBy, Accepts, Done, Signal, StepOutput, TurnError, TurnResult, Workflow, WorkflowError,
-    WorkflowOptions, WorkflowWait,
+    AcceptedBy, Accepts, Done, OnMismatch, Signal, StepOutput, TurnError, TurnResult, Workflow,
+    WorkflowError, WorkflowOptions, WorkflowWait,
 };
 
 #[cfg(feature = "macros")]

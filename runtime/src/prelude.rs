@@ -8,8 +8,8 @@ pub use crate::sdk::context::{ChildError, Resumable, StepCtx, StepOptions, Turn}
 pub use crate::sdk::handle::{CallError, Handle, WorkflowExt};
 pub use crate::sdk::worker::Worker;
 pub use crate::sdk::workflow::{
-    Accepts, Done, Signal, TurnError, TurnResult, Workflow, WorkflowError, WorkflowOptions,
-    WorkflowWait,
+    Accepts, Done, OnMismatch, Signal, TurnError, TurnResult, Workflow, WorkflowError,
+    WorkflowOptions, WorkflowWait,
 };
 pub use crate::worker_backend::WorkerBackend;
 #[cfg(feature = "macros")]

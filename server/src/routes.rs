@@ -54,6 +54,8 @@ fn handler(route: Route) -> MethodRouter<AppState> {
         Route::ListSchedules => on(method, list_schedules),
         Route::GetSchedule => on(method, get_schedule),
         Route::ControlSchedule => on(method, control_schedule),
+        Route::RestartTurn => on(method, restart_turn),
+        Route::ForkInstance => on(method, fork_instance),
     }
 }
 
@@ -184,6 +186,26 @@ async fn control(
     Ok(Json(engine.control(req).await?))
 }
 
+// ---- ways out of a suspension (turnwise extensions) ----------------------------------------
+
+/// Conditional on the turn being suspended (`409 turn_not_suspended`); an exact repeat answers
+/// the restart as it was made.
+async fn restart_turn(
+    Ns(engine): Ns,
+    Body(req): Body<RestartTurnRequest>,
+) -> ApiResult<Json<RestartTurnResponse>> {
+    Ok(Json(engine.restart_turn(req).await?))
+}
+
+/// Conditional on the head turn being suspended (`409 turn_not_suspended`); an exact repeat
+/// answers the fork as it was made.
+async fn fork_instance(
+    Ns(engine): Ns,
+    Body(req): Body<ForkInstanceRequest>,
+) -> ApiResult<Json<ForkInstanceResponse>> {
+    Ok(Json(engine.fork_instance(req).await?))
+}
+
 async fn delete(Ns(engine): Ns, Body(req): Body<DeleteRequest>) -> ApiResult<Json<DeleteResponse>> {
     Ok(Json(engine.delete_instance(req).await?))
 }
@@ -224,7 +246,7 @@ async fn run_stats(Ns(engine): Ns, Query(q): Query<StatsRead>) -> ApiResult<Json
 struct TurnRead {
     id: String,
     turn: u64,
-    /// Answer once the turn has an outcome (`completed`, `failed`, `cancelled`), waiting up to
+    /// Answer once the turn is settled (`completed`, `failed`, `cancelled`, `suspended`), waiting up to
     /// this long (at most the claim wait) for one.
     #[serde(default)]
     wait_ms: Option<u64>,

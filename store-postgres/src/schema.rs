@@ -5,8 +5,9 @@ use tokio_postgres::Client;
 use super::pg;
 use turnwise_core::store::StoreError;
 
-/// The schema version this code writes, kept in `turnwise_meta`.
-pub(super) const SCHEMA_VERSION: i64 = 2;
+/// The schema version this code writes, kept in `turnwise_meta`. Version 3 changed no table
+/// (see `migrate`).
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
 /// The advisory lock that serializes migrations of one database: `"turn"` in ASCII.
 const MIGRATION_LOCK: i64 = 0x7475_726e;
@@ -243,10 +244,16 @@ pub(super) async fn migrate(
                  turnwise wrote; point turnwise at another database or schema"
             )));
         }
-        Some(1) => {
-            tx.batch_execute(V2)
-                .await
-                .map_err(pg("migrate to schema version 2 (runs, schemas)"))?;
+        Some(v @ (1 | 2)) => {
+            if v == 1 {
+                tx.batch_execute(V2)
+                    .await
+                    .map_err(pg("migrate to schema version 2 (runs, schemas)"))?;
+            }
+            // Version 3 changes no table: turn bodies may be `suspended` with a replay
+            // mismatch report and instance bodies carry events, which a turnwise that knows
+            // only version 2 would not read or would drop when it rewrote a record; it
+            // refuses the database instead.
             tx.execute(
                 "UPDATE turnwise_meta SET value = $1 WHERE name = 'schema_version'",
                 &[&SCHEMA_VERSION],

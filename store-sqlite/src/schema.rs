@@ -3,8 +3,11 @@
 
 use super::*;
 
-/// The schema version this code writes (`PRAGMA user_version`).
-pub(super) const SCHEMA_VERSION: i64 = 5;
+/// The schema version this code writes (`PRAGMA user_version`). Version 6 changed no table:
+/// turn bodies may be `suspended` with a mismatch report and instance bodies carry events,
+/// which a turnwise that knows only version 5 would not read or would drop when it rewrote a
+/// record, so it refuses the file.
+pub(super) const SCHEMA_VERSION: i64 = 6;
 
 /// `PRAGMA application_id` of a turnwise store: `"turn"` in ASCII.
 pub(super) const APPLICATION_ID: i64 = 0x7475_726e;

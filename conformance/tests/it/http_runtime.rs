@@ -740,3 +740,130 @@ async fn a_child_workflow_over_http() {
     let t = child.turn(1).await.unwrap();
     assert_eq!(t.origin.map(|o| o.kind).as_deref(), Some("workflow"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// A replay mismatch over HTTP: the worker suspends the turn, the handle restarts and forks it
+// ---------------------------------------------------------------------------------------------
+
+/// `order` as first deployed (charge, nap), or changed under the same version (charge, check,
+/// nap), with a hand-written manifest naming each call's line.
+#[derive(Clone, Default)]
+struct Order {
+    changed: bool,
+    /// Real executions of the `check` step.
+    checks: Arc<AtomicUsize>,
+}
+
+impl Workflow for Order {
+    type State = u64;
+    type Message = u64;
+    type Reply = u64;
+    type Codec = turnwise::codec::JsonCodec;
+    const NAME: &'static str = "order";
+    const VERSION: &'static str = "v1";
+
+    fn manifest(&self) -> Option<turnwise::manifest::Manifest> {
+        use turnwise::manifest::{Call, CallKind, Manifest, Node};
+        let mut calls = vec![Node::Call(Call::new(
+            CallKind::Step,
+            "charge",
+            "src/order.rs:12",
+        ))];
+        if self.changed {
+            calls.push(Node::Call(Call::new(
+                CallKind::Step,
+                "check",
+                "src/order.rs:13",
+            )));
+        }
+        calls.push(Node::Call(Call::new(
+            CallKind::Sleep,
+            "nap",
+            "src/order.rs:14",
+        )));
+        Some(Manifest::new(Self::NAME, Self::VERSION, Node::Seq(calls)))
+    }
+
+    async fn run(&self, ctx: &mut Turn<Self>, state: u64, amount: u64) -> TurnResult<Self> {
+        ctx.step("charge", |_s| async move { Ok(amount) }).await?;
+        if self.changed {
+            let checks = self.checks.clone();
+            ctx.step("check", |_s| async move {
+                checks.fetch_add(1, SeqCst);
+                Ok(true)
+            })
+            .await?;
+        }
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(state + amount).reply(state + amount))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_mismatch_suspends_over_http_and_the_handle_restarts_and_forks() {
+    let f = HttpFixture::memory(EngineConfig::default()).await;
+    let before = Order::default();
+    let h = before.start(&f.http(), "order-1").await.unwrap();
+    h.send(31_337, "m1").await.unwrap();
+    h.send(2, "m2").await.unwrap();
+    worker(f.http(), f.clock())
+        .register(before.clone())
+        .run_until_idle()
+        .await
+        .unwrap();
+    let changed = Order {
+        changed: true,
+        ..Order::default()
+    };
+    let w = worker(f.http(), f.clock()).register(changed.clone());
+    f.clock().advance(HOUR);
+    assert_eq!(w.run_until_idle().await.unwrap(), 1);
+
+    let t = h.turn(1).await.unwrap();
+    assert_eq!((t.status, t.attempt), (TurnStatus::Suspended, 1), "{t:?}");
+    let r = t.mismatch.expect("the report crossed the wire");
+    assert_eq!((r.position, r.at.as_deref()), (1, Some("src/order.rs:13")));
+    assert!(!serde_json::to_string(&r).unwrap().contains("31337"));
+    assert_eq!(
+        changed.checks.load(SeqCst),
+        0,
+        "nothing ran after the divergence"
+    );
+    assert!(matches!(
+        tokio::time::timeout(GUARD, h.result(1)).await.unwrap(),
+        Err(CallError::Suspended { turn: 1, .. })
+    ));
+    f.clock().advance(DAY);
+    assert_eq!(w.run_until_idle().await.unwrap(), 0, "no retry spins");
+
+    let ops = h.clone().acting_as("ops");
+    let forked = ops.fork("order-2").await.unwrap();
+    assert_eq!(forked.inbox().await.unwrap().messages.len(), 2);
+    let done = ops
+        .restart_turn(1, turnwise::protocol::RestartFrom::LastAccepted)
+        .await
+        .unwrap();
+    let again = ops
+        .restart_turn(1, turnwise::protocol::RestartFrom::LastAccepted)
+        .await
+        .unwrap();
+    assert_eq!(again, done, "an exact repeat answers the same");
+    assert!(matches!(
+        ops.restart_turn(2, turnwise::protocol::RestartFrom::Scratch)
+            .await,
+        Err(turnwise::Error::NotSuspended { turn: Some(2), .. })
+    ));
+    w.run_until_idle().await.unwrap();
+    f.clock().advance(HOUR);
+    w.run_until_idle().await.unwrap();
+    assert_eq!(h.reply(1).await.unwrap(), Some(31_337));
+    let events: Vec<String> = h
+        .instance()
+        .await
+        .unwrap()
+        .events
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(events, ["suspend", "fork", "restart_turn"]);
+}

@@ -36,8 +36,10 @@ pub trait Backend: Send + Sync {
     async fn history(&self, query: HistoryQuery) -> Result<HistoryResponse>;
     /// Read one turn, pending or kept in history.
     async fn turn(&self, query: TurnQuery) -> Result<WorkflowTurn>;
-    /// Read one turn once it has an outcome (`completed`, `failed` or `cancelled`), waiting up
-    /// to `wait` for one; when the wait runs out, the turn as it is then. A turnwise extension
+    /// Read one turn once it is settled ([`TurnStatus::is_settled`]: it has an outcome,
+    /// `completed`, `failed` or `cancelled`, or it is `suspended` by a replay mismatch until an
+    /// operator acts), waiting up to `wait` for that; when the wait runs out, the turn as it is
+    /// then. A turnwise extension
     /// of the protocol: the embedded engine is woken by the commit that settles the turn, the
     /// `Http` backend long-polls the turn route with `wait_ms`. The default reads the turn at
     /// once without waiting (a backend that cannot wait), so callers loop until an outcome.
@@ -117,6 +119,34 @@ pub trait Backend: Send + Sync {
     ) -> Result<ScheduleControlResponse> {
         let _ = req;
         Err(no_schedules())
+    }
+
+    /// Run a turn suspended by a replay mismatch again on the instance's own version, from its
+    /// last accepted step or from scratch (a turnwise extension; see [`RestartTurnRequest`]).
+    /// Backends that cannot (an LBB server) answer [`Error::Http`](crate::Error::Http) with
+    /// status 404; the default answers the same, naming the call.
+    async fn restart_turn(&self, req: RestartTurnRequest) -> Result<RestartTurnResponse> {
+        let _ = req;
+        Err(not_supported("restart_turn"))
+    }
+    /// Fork an instance whose head turn is suspended into a new instance of the same version
+    /// (a turnwise extension; see [`ForkInstanceRequest`]). The default answers as
+    /// [`restart_turn`](Self::restart_turn)'s does.
+    async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
+        let _ = req;
+        Err(not_supported("fork_instance"))
+    }
+}
+
+/// What a backend without the ways out of a suspension answers.
+fn not_supported(call: &str) -> crate::Error {
+    crate::Error::Http {
+        status: 404,
+        code: "not_found".into(),
+        message: format!(
+            "`{call}` is not supported by this backend (a turnwise extension for turns suspended \
+             by a replay mismatch); use an embedded engine or a turnwise server"
+        ),
     }
 }
 
@@ -223,5 +253,11 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
         req: ScheduleControlRequest,
     ) -> Result<ScheduleControlResponse> {
         (**self).control_schedule(req).await
+    }
+    async fn restart_turn(&self, req: RestartTurnRequest) -> Result<RestartTurnResponse> {
+        (**self).restart_turn(req).await
+    }
+    async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
+        (**self).fork_instance(req).await
     }
 }

@@ -131,6 +131,20 @@ pub enum Error {
         /// What conflicted.
         message: String,
     },
+    /// An operator's way out of a suspension (restart, fork) named a turn that is not
+    /// suspended by a replay mismatch (`409 turn_not_suspended`). Nothing was written.
+    #[error("{message}")]
+    NotSuspended {
+        /// The instance.
+        workflow_id: String,
+        /// The turn asked about (for a fork, the inbox head; `None` when the inbox is empty).
+        turn: Option<u64>,
+        /// The state it is in instead: the turn's status, or the instance's when it has no
+        /// unfinished turn.
+        status: String,
+        /// What was refused, the state found and what to do.
+        message: String,
+    },
     /// A message or signal value does not match the JSON Schema registered for its workflow
     /// type and version (`400 schema_validation_failed`). Nothing was written.
     #[error("{message}")]
@@ -259,7 +273,7 @@ impl Error {
                 .find(|(name, ..)| name == limit)
                 .map_or(409, |(.., status)| *status),
             Error::NotFound { .. } => 404,
-            Error::LeaseLost { .. } | Error::Conflict { .. } => 409,
+            Error::LeaseLost { .. } | Error::Conflict { .. } | Error::NotSuspended { .. } => 409,
             Error::Reserved { .. } => 403,
             Error::Store { .. } | Error::Transport { .. } => 503,
             Error::Unreadable { .. } => 500,
@@ -280,6 +294,7 @@ impl Error {
             Error::NotFound { .. } => "not_found",
             Error::LeaseLost { .. } => "turn_lease_lost",
             Error::Conflict { .. } => "conflict",
+            Error::NotSuspended { .. } => "turn_not_suspended",
             Error::Reserved { code, .. } => code,
             Error::Store { .. } => "store_unavailable",
             Error::Unreadable { .. } => "record_unreadable",
@@ -320,6 +335,7 @@ impl Error {
                 | Error::TooLarge { .. }
                 | Error::LimitReached { .. }
                 | Error::Conflict { .. }
+                | Error::NotSuspended { .. }
                 | Error::Reserved { .. }
                 | Error::Unreadable { .. }
         )
@@ -352,6 +368,13 @@ impl Error {
                 turn,
                 reason,
             } => json!({"workflow_id": workflow_id, "turn": turn, "reason": reason}),
+            Error::NotSuspended {
+                workflow_id,
+                turn,
+                status,
+                message,
+            } => json!({"workflow_id": workflow_id, "turn": turn, "status": status,
+                        "message": message}),
             Error::Conflict { message }
             | Error::Reserved { message, .. }
             | Error::Unreadable { message } => json!({"message": message}),
@@ -417,6 +440,12 @@ impl Error {
                 reason: text("reason").unwrap_or_else(|| message.to_owned()),
             }),
             "conflict" => Some(Error::Conflict {
+                message: message_field(),
+            }),
+            "turn_not_suspended" => Some(Error::NotSuspended {
+                workflow_id: text("workflow_id").unwrap_or_default(),
+                turn: number("turn"),
+                status: text("status").unwrap_or_default(),
                 message: message_field(),
             }),
             "reserved_workflow_type" => Some(Error::Reserved {
@@ -516,6 +545,12 @@ mod tests {
                 reason: "the lease expired".into(),
             },
             Error::conflict("position 4 is not the next step"),
+            Error::NotSuspended {
+                workflow_id: "w-1".into(),
+                turn: Some(3),
+                status: "queued".into(),
+                message: "turn 3 of `w-1` is queued, not suspended".into(),
+            },
             Error::store("disk full"),
             Error::Unreadable {
                 message: "instance `w-1` is quarantined".into(),

@@ -108,6 +108,14 @@ impl TurnStatus {
     pub fn is_outcome(self) -> bool {
         matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
     }
+
+    /// Whether nothing more happens to the turn unless an operator acts: it has an outcome
+    /// ([`is_outcome`](Self::is_outcome)) or it is suspended by a replay mismatch. A caller
+    /// waiting for the turn stops waiting on either; only an outcome is delivered to a parent
+    /// workflow.
+    pub fn is_settled(self) -> bool {
+        self.is_outcome() || self == Self::Suspended
+    }
 }
 
 wire_enum! {
@@ -305,6 +313,10 @@ pub struct ControlRequest {
     /// The turn, for `retry`, `skip` and `cancel_turn`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u64>,
+    /// Who asks (a turnwise extension): recorded on the instance's event when the action
+    /// ends a suspension (`cancel_turn` of a suspended turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// `POST /v1/workflows/instances/delete`.
@@ -783,6 +795,93 @@ pub struct InstanceEvent {
     pub detail: Option<String>,
 }
 
+impl InstanceEvent {
+    /// The engine suspended a turn at a replay mismatch.
+    pub const SUSPEND: &'static str = "suspend";
+    /// An operator restarted a suspended turn ([`RestartTurnRequest`]).
+    pub const RESTART_TURN: &'static str = "restart_turn";
+    /// An operator forked the instance ([`ForkInstanceRequest`]): on the original, and on the
+    /// new instance.
+    pub const FORK: &'static str = "fork";
+    /// An operator cancelled a suspended turn (`control` `cancel_turn`).
+    pub const CANCEL_TURN: &'static str = "cancel_turn";
+}
+
+wire_enum! {
+    /// Where a restarted turn starts again ([`RestartTurnRequest::from`]).
+    RestartFrom {
+        /// Keep the saved steps before the mismatch report's `position`, the last ones the
+        /// code accepted, and run on from there.
+        LastAccepted = "last_accepted",
+        /// Drop every saved step: the turn runs from the top as if it were new.
+        Scratch = "scratch",
+    }
+}
+
+/// `POST /v1/workflows/turns/restart` (a turnwise extension): run a suspended turn again, on
+/// the instance's own version, from its last accepted step or from scratch. The turn becomes
+/// `queued`; its attempts count from zero. Refused with `409 turn_not_suspended` when the turn
+/// is not suspended; an exact repeat of a restart that was applied answers the same result and
+/// records nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartTurnRequest {
+    /// The instance.
+    pub workflow_id: String,
+    /// The suspended turn.
+    pub turn: u64,
+    /// Where it starts again.
+    pub from: RestartFrom,
+    /// Who asks (a user name, a token's name, a tool), recorded on the instance's event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// The answer to a restart: what was recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartTurnResponse {
+    /// The instance.
+    pub workflow_id: String,
+    /// The restarted turn.
+    pub turn: u64,
+    /// Where it starts again.
+    pub from: RestartFrom,
+    /// The event recorded on the instance (`restart_turn`; its `detail` says how many saved
+    /// steps the turn keeps).
+    pub event: InstanceEvent,
+}
+
+/// `POST /v1/workflows/instances/fork` (a turnwise extension): a new instance `new_id` of the
+/// same workflow type and version, with the state of the instance whose head turn is
+/// suspended, and its unfinished messages admitted again in order (the suspended turn's
+/// message first, starting from scratch there). The original stays suspended. Refused with
+/// `409 turn_not_suspended` when the head is not suspended, and `409 conflict` when `new_id`
+/// is taken by anything but this fork; an exact repeat answers the same result and records
+/// nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkInstanceRequest {
+    /// The instance to fork.
+    pub workflow_id: String,
+    /// The new instance's id.
+    pub new_id: String,
+    /// Who asks, recorded on both instances' events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// The answer to a fork.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkInstanceResponse {
+    /// The new instance.
+    pub workflow_id: String,
+    /// The instance it was forked from.
+    pub forked_from: String,
+    /// The suspended turn of the original whose message starts the fork's inbox.
+    pub turn: u64,
+    /// The event recorded on the original (`fork`; its `detail` names the new instance and
+    /// how many messages it was given).
+    pub event: InstanceEvent,
+}
+
 /// A saved step of a turn.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepCheckpoint {
@@ -938,6 +1037,9 @@ wire_enum! {
         Waiting = "waiting",
         /// An operator cancelled the turn.
         Cancelled = "cancelled",
+        /// The code no longer made the durable calls the turn saved (a replay mismatch): the
+        /// turn is suspended until an operator acts.
+        Suspended = "suspended",
     }
 }
 

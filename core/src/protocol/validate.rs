@@ -181,6 +181,65 @@ pub fn size(what: &str, v: &Value, limit: usize) -> Result<()> {
     Ok(())
 }
 
+/// Check who asks for an operator action (`by`): 1–128 characters, not blank, no control
+/// characters, when given.
+pub fn by(by: Option<&str>) -> Result<()> {
+    let Some(by) = by else { return Ok(()) };
+    if by.trim().is_empty() || by.chars().count() > MAX_ID_LEN || by.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            "by",
+            "who asks must be 1-128 characters without control characters (a user or tool name)",
+        ));
+    }
+    Ok(())
+}
+
+/// The longest `at` (`file:line`) of a mismatch report, in characters.
+pub const MISMATCH_AT_CHARS: usize = 512;
+
+/// Check a worker's mismatch report ([`crate::protocol::MismatchReport`]) against what a
+/// turn can hold: at most `steps_max` saved entries and a `position` among them (or just
+/// past them, when the handler returned early), keys and signal names that are identifiers
+/// (or a key's pattern), an `at` of at most [`MISMATCH_AT_CHARS`], and the version an
+/// identifier. The message is cut by the engine, never refused.
+pub fn mismatch_report(report: &crate::protocol::MismatchReport, steps_max: usize) -> Result<()> {
+    identifier("mismatch.version", &report.version)?;
+    if report.saved.len() > steps_max {
+        return Err(Error::invalid(
+            "mismatch.saved",
+            format!(
+                "{} saved entries are listed; a turn holds at most {steps_max}",
+                report.saved.len()
+            ),
+        ));
+    }
+    if report.position as usize > report.saved.len() {
+        return Err(Error::invalid(
+            "mismatch.position",
+            format!(
+                "position {} is past the {} saved entries listed",
+                report.position,
+                report.saved.len()
+            ),
+        ));
+    }
+    for entry in report.saved.iter().chain(&report.found) {
+        identifier("mismatch.saved.key", &entry.key)?;
+        if let Some(name) = &entry.signal {
+            identifier("mismatch.saved.signal", name)?;
+        }
+    }
+    if report.at.as_ref().is_some_and(|at| {
+        at.chars().count() > MISMATCH_AT_CHARS || at.chars().any(char::is_control)
+    }) {
+        return Err(Error::invalid(
+            "mismatch.at",
+            format!("`at` is a `file:line` of at most {MISMATCH_AT_CHARS} characters"),
+        ));
+    }
+    Ok(())
+}
+
 /// Check a value against a numeric range, naming the field.
 pub fn range(param: &'static str, v: u64, min: u64, max: u64) -> Result<()> {
     if v < min || v > max {

@@ -83,6 +83,24 @@ pub struct InstanceRecord {
     /// The engine folds the earliest unpaused `next_fire_ms` into `due_at_ms`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<WorkflowSchedule>,
+    /// What operators and the engine did to the instance outside its turns (suspensions,
+    /// restarts, forks), oldest first, the newest
+    /// [`INSTANCE_EVENTS`](turnwise_rules::limits::INSTANCE_EVENTS) kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<InstanceEvent>,
+}
+
+impl InstanceRecord {
+    /// Record `event`, dropping the oldest ones past
+    /// [`INSTANCE_EVENTS`](turnwise_rules::limits::INSTANCE_EVENTS).
+    pub fn record_event(&mut self, event: InstanceEvent) {
+        self.events.push(event);
+        let over = self
+            .events
+            .len()
+            .saturating_sub(turnwise_rules::limits::INSTANCE_EVENTS);
+        self.events.drain(..over);
+    }
 }
 
 /// A child turn's outcome on its way to the parent turn waiting for it, as the signal the
@@ -167,6 +185,9 @@ pub struct TurnRecord {
     /// The W3C `traceparent` the message was admitted in ([`crate::trace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Why the turn is suspended, while it is ([`TurnStatus::Suspended`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<MismatchReport>,
     /// Set by the engine's decision that ends the current run (how it ended, and the results
     /// report the worker sent with it). The engine turns it into the run's summary
     /// ([`WriteSet::runs`]) and clears it before the turn is written: a store never keeps it.
@@ -235,6 +256,7 @@ impl TurnRecord {
             resume: false,
             completion_digest: None,
             traceparent: None,
+            mismatch: None,
             run_ending: None,
         }
     }
@@ -602,8 +624,8 @@ pub struct Change {
     pub version: String,
     /// When the instance is next due after the commit (its `due_at_ms`).
     pub due_at_ms: Option<Millis>,
-    /// Whether the commit gave a turn an outcome (completed, failed or cancelled) or deleted
-    /// the instance: readers awaiting a turn of it should read again.
+    /// Whether the commit settled a turn (an outcome: completed, failed or cancelled; or
+    /// suspended) or deleted the instance: readers awaiting a turn of it should read again.
     pub settled: bool,
 }
 
@@ -625,9 +647,9 @@ impl Change {
     }
 
     /// Whether a write set settles something readers may await: it gives a turn an outcome,
-    /// or deletes the instance.
+    /// suspends one, or deletes the instance.
     pub fn settles(write: &WriteSet) -> bool {
-        write.instance.is_none() || write.turns.iter().any(|t| t.status.is_outcome())
+        write.instance.is_none() || write.turns.iter().any(|t| t.status.is_settled())
     }
 }
 

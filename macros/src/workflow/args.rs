@@ -20,6 +20,7 @@ pub(crate) const KNOWN: &[&str] = &[
     "max_attempts",
     "lease",
     "on_exhausted",
+    "on_mismatch",
     "allow_nondeterminism",
     "frozen",
     "codec",
@@ -41,6 +42,8 @@ pub(crate) struct WorkflowArgs {
     pub(crate) lease_ms: Option<(u64, Span)>,
     /// `on_exhausted = "block" | "skip"`, as the variant's name.
     pub(crate) on_exhausted: Option<syn::Ident>,
+    /// `on_mismatch = "suspend" | "fail"`, as the variant's name.
+    pub(crate) on_mismatch: Option<syn::Ident>,
     /// `allow_nondeterminism`: skip the replay-determinism checks of the body.
     pub(crate) allow_nondeterminism: bool,
     /// `frozen`: the body's shape must match the version's committed manifest (its token).
@@ -101,6 +104,8 @@ impl WorkflowArgs {
                 out.lease_ms = args::duration(cx, &meta, "60s", LEASE);
             } else if meta.path.is_ident("on_exhausted") {
                 out.on_exhausted = on_exhausted(cx, &meta);
+            } else if meta.path.is_ident("on_mismatch") {
+                out.on_mismatch = on_mismatch(cx, &meta);
             } else if meta.path.is_ident("allow_nondeterminism") {
                 out.allow_nondeterminism = args::flag(cx, &meta);
             } else if meta.path.is_ident("frozen") {
@@ -202,6 +207,27 @@ fn on_exhausted(cx: &Ctxt, meta: &syn::meta::ParseNestedMeta) -> Option<syn::Ide
             cx.error_spanned_by(
                 &lit,
                 format!("unknown `on_exhausted` policy {other:?}; expected \"block\" or \"skip\""),
+            );
+            return None;
+        }
+    };
+    Some(syn::Ident::new(variant, lit.span()))
+}
+
+/// `on_mismatch = "suspend" | "fail"`: what a replay mismatch does to a turn.
+fn on_mismatch(cx: &Ctxt, meta: &syn::meta::ParseNestedMeta) -> Option<syn::Ident> {
+    let lit = args::string(cx, meta, "on_mismatch = \"fail\"")?;
+    let variant = match lit.value().as_str() {
+        "suspend" => "Suspend",
+        "fail" => "Fail",
+        other => {
+            cx.error_spanned_by(
+                &lit,
+                format!(
+                    "unknown `on_mismatch` policy {other:?}; expected \"suspend\" (the default: \
+                     an operator restarts, forks or cancels the turn) or \"fail\" (the turn \
+                     fails for good)"
+                ),
             );
             return None;
         }

@@ -136,6 +136,13 @@ pub(crate) fn generate(
         .map(|s| respan(quote!(<#s as #p::Signal>::NAME), s.span()));
     let assoc_types = assoc_types(p, args, wf);
     let options = options(p, args);
+    let on_mismatch = args.on_mismatch.as_ref().map(|v| {
+        quote! {
+            fn on_mismatch(&self) -> #p::OnMismatch {
+                #p::OnMismatch::#v
+            }
+        }
+    });
     let eq_fns = eq_fns(p, wf);
     let run = run_fn(p, wf, info);
     let deps_impls = deps_ty.map(|deps| deps_impls(p, ident, deps));
@@ -157,6 +164,7 @@ pub(crate) fn generate(
                 const SIGNALS: &'static [&'static ::core::primitive::str] = &[#(#signal_names),*];
 
                 #options
+                #on_mismatch
 
                 fn schema(&self) -> #p::Option<#p::WorkflowSchema> {
                     #p::Option::Some(#ident::schema(self))

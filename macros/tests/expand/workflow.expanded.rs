@@ -32,6 +32,9 @@ const _: () = {
                 .lease(::turnwise::__private::Duration::from_millis(60000u64))
                 .on_exhausted(::turnwise::__private::OnExhausted::Skip)
         }
+        fn on_mismatch(&self) -> ::turnwise::__private::OnMismatch {
+            ::turnwise::__private::OnMismatch::Fail
+        }
         fn schema(
             &self,
         ) -> ::turnwise::__private::Option<::turnwise::__private::WorkflowSchema> {

@@ -1,5 +1,5 @@
 /// The counter: one step per message.
-#[workflow(name = "counter", version = "v1", signals(Approval), max_attempts = 5, lease = "60s", on_exhausted = "skip")]
+#[workflow(name = "counter", version = "v1", signals(Approval), max_attempts = 5, lease = "60s", on_exhausted = "skip", on_mismatch = "fail")]
 pub async fn counter(ctx: &mut Turn, state: Count, add: u64) -> Result<Done<Count, u64>, TurnError> {
     let added = double(ctx, add).await?;
     let again = double(ctx, added).key("double-2").await?;

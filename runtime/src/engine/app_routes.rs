@@ -196,6 +196,13 @@ impl Engine {
             ControlAction::CancelTurn => {
                 let n = number.unwrap_or_default();
                 let mut t = self.control_target(n, &mut c).await?;
+                // A suspended turn's cancellation is recorded, and its exact repeat answered.
+                let Ok(event) = Engine::cancel_event(c.inst, &t, req.by.as_ref(), now) else {
+                    return Ok(ControlEffect::Nothing);
+                };
+                if let Some(event) = event {
+                    c.inst.record_event(event);
+                }
                 if t.is_finished() {
                     return Err(Error::conflict(format_args!(
                         "turn {n} of `{}` is already {}; only unfinished turns can be cancelled",

@@ -99,6 +99,7 @@ impl Backend for Engine {
                 epoch: transitions::new_epoch(now),
                 outbox: Vec::new(),
                 schedules: Vec::new(),
+                events: Vec::new(),
             };
             if self
                 .write(
@@ -378,6 +379,7 @@ impl Backend for Engine {
 
     async fn control(&self, req: ControlRequest) -> Result<WorkflowInstance> {
         validate::identifier("workflow_id", &req.workflow_id)?;
+        validate::by(req.by.as_deref())?;
         let number = control_turn_number(&req)?;
         let mut tries = Tries::new();
         loop {
@@ -596,6 +598,10 @@ impl Backend for Engine {
 
     async fn fail(&self, req: FailRequest) -> Result<WorkflowTurn> {
         req.check_times()?;
+        if req.mismatch.is_some() {
+            // Suspend the turn with the report instead (suspend.rs).
+            return self.suspend(req).await;
+        }
         if req.non_retryable && req.retry_at_ms.is_some() {
             return Err(Error::invalid(
                 "retry_at_ms",
@@ -662,6 +668,14 @@ impl Backend for Engine {
 
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
         self.heartbeat_as(lease, transitions::turn_view).await
+    }
+
+    async fn restart_turn(&self, req: RestartTurnRequest) -> Result<RestartTurnResponse> {
+        self.restart_turn_impl(req).await
+    }
+
+    async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
+        self.fork_impl(req).await
     }
 }
 
@@ -872,7 +886,7 @@ impl Engine {
             tokio::pin!(settled);
             settled.as_mut().enable();
             let (inst, turn) = self.settled_turn(&q).await?;
-            if turn.status.is_outcome() || tokio::time::Instant::now() >= give_up {
+            if turn.status.is_settled() || tokio::time::Instant::now() >= give_up {
                 return Ok(answer(&inst, &turn));
             }
             tokio::select! {

@@ -172,7 +172,7 @@ impl Engine {
             due: inst
                 .due_at_ms
                 .map(|at| (at, workflow_key(&inst.workflow_type, &inst.version))),
-            settled: turns.iter().any(|t| t.status.is_outcome()),
+            settled: turns.iter().any(|t| t.status.is_settled()),
             instance: instance_key(&self.ns, &inst.id),
             finishing: (!finishing.is_empty()).then(|| (inst.workflow_type.clone(), finishing)),
             deliver: queued.then(|| inst.id.clone()),

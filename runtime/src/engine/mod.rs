@@ -21,6 +21,7 @@ mod connect;
 mod outcomes;
 mod schedules;
 mod schemas;
+mod suspend;
 mod transitions;
 mod wakeups;
 mod worker_routes;

@@ -53,6 +53,20 @@ pub enum CallError {
         /// The last attempt's error.
         error: String,
     },
+    /// The turn is suspended by a replay mismatch: the worker's code no longer makes the
+    /// durable calls the turn saved. It is not final: an operator may restart it
+    /// ([`Handle::restart_turn`]), fork the instance ([`Handle::fork`]) or cancel it, and
+    /// [`Handle::result`] can then be asked again. `error` names the divergence; the turn's
+    /// [`mismatch`](crate::protocol::WorkflowTurn::mismatch) report has it in full.
+    #[error("turn {turn} of `{workflow_id}` is suspended by a replay mismatch: {error}")]
+    Suspended {
+        /// The instance.
+        workflow_id: String,
+        /// The turn.
+        turn: u64,
+        /// What diverged, where.
+        error: String,
+    },
     /// An operator cancelled the turn; the state is unchanged.
     #[error("turn {turn} of `{workflow_id}` was cancelled")]
     Cancelled {
@@ -120,6 +134,7 @@ pub trait WorkflowExt: Workflow {
             Ok(Handle {
                 backend,
                 id,
+                by: None,
                 _w: PhantomData,
             })
         }
@@ -134,6 +149,7 @@ pub trait WorkflowExt: Workflow {
         Handle {
             backend: Arc::new(backend.clone()),
             id: id.into(),
+            by: None,
             _w: PhantomData,
         }
     }
@@ -145,6 +161,8 @@ impl<W: Workflow> WorkflowExt for W {}
 pub struct Handle<W> {
     backend: Arc<dyn WorkerBackend>,
     id: String,
+    /// Who the operator actions say asked ([`Handle::acting_as`]).
+    by: Option<String>,
     _w: PhantomData<fn() -> W>,
 }
 
@@ -153,6 +171,7 @@ impl<W> Clone for Handle<W> {
         Self {
             backend: self.backend.clone(),
             id: self.id.clone(),
+            by: self.by.clone(),
             _w: PhantomData,
         }
     }
@@ -168,6 +187,14 @@ impl<W: Workflow> Handle<W> {
     /// The instance id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The same handle, naming `by` as who asks for its operator actions: a restart, a fork
+    /// and a cancellation of a suspended turn record it on the instance's events.
+    #[must_use]
+    pub fn acting_as(mut self, by: impl Into<String>) -> Self {
+        self.by = Some(by.into());
+        self
     }
 
     /// Admit a message under `message_id` (admitted once: a repeat answers the first turn).
@@ -335,7 +362,9 @@ impl<W: Workflow> Handle<W> {
     ///
     /// It waits as long as the turn takes (retries included); bound it with
     /// `tokio::time::timeout` where a caller cannot wait. Dropping the future stops waiting
-    /// and leaves the turn to run.
+    /// and leaves the turn to run. A turn suspended by a replay mismatch answers at once with
+    /// [`CallError::Suspended`]; a turn queued behind a suspended one waits until an operator
+    /// ends that suspension (the instance's status says `suspended`).
     pub async fn call(
         &self,
         message: W::Message,
@@ -347,7 +376,9 @@ impl<W: Workflow> Handle<W> {
         self.result(turn).await
     }
 
-    /// Wait for turn `turn` to have an outcome and answer its reply. Nothing is polled where
+    /// Wait for turn `turn` to have an outcome and answer its reply, or
+    /// [`CallError::Suspended`] when it is suspended by a replay mismatch (ask again after an
+    /// operator restarts it). Nothing is polled where
     /// the backend can wait: the embedded engine wakes the caller with the commit that settles
     /// the turn, and the `Http` backend long-polls the turn route (a turnwise extension; a
     /// server without it is read again after growing pauses, 10 ms to 1 s).
@@ -360,7 +391,7 @@ impl<W: Workflow> Handle<W> {
                 turn,
             };
             let t = self.backend.await_outcome(query, AWAIT_SLICE).await?;
-            if t.status.is_outcome() {
+            if t.status.is_settled() {
                 return self.outcome(t);
             }
             if asked.elapsed() < EARLY {
@@ -386,6 +417,11 @@ impl<W: Workflow> Handle<W> {
                 }
             }
             TurnStatus::Cancelled => Err(CallError::Cancelled { workflow_id, turn }),
+            TurnStatus::Suspended => Err(CallError::Suspended {
+                workflow_id,
+                turn,
+                error: t.error.unwrap_or_else(|| "no report was recorded".into()),
+            }),
             _ => Err(CallError::Failed {
                 workflow_id,
                 turn,
@@ -449,6 +485,7 @@ impl<W: Workflow> Handle<W> {
                 workflow_id: self.id.clone(),
                 action,
                 turn,
+                by: self.by.clone(),
             })
             .await
     }
@@ -473,6 +510,47 @@ impl<W: Workflow> Handle<W> {
     pub async fn cancel_turn(&self, turn: u64) -> Result<WorkflowInstance> {
         self.control(ControlAction::CancelTurn, Some(turn)).await
     }
+    /// Run turn `turn`, suspended by a replay mismatch, again on the instance's own version:
+    /// from its last accepted step ([`RestartFrom::LastAccepted`]: the saved steps before the
+    /// divergence are kept) or from scratch. Use it once the code deployed for the version
+    /// makes the calls the turn needs again. A turn that is not suspended is refused with
+    /// [`Error::NotSuspended`]; an exact repeat answers the same result.
+    pub async fn restart_turn(&self, turn: u64, from: RestartFrom) -> Result<RestartTurnResponse> {
+        self.backend
+            .restart_turn(RestartTurnRequest {
+                workflow_id: self.id.clone(),
+                turn,
+                from,
+                by: self.by.clone(),
+            })
+            .await
+    }
+
+    /// Fork this instance, whose head turn is suspended by a replay mismatch, into a new
+    /// instance `new_id` of the same workflow and version: the same state, and the unfinished
+    /// messages admitted again in order (under message ids `fork.<old id>`), the suspended
+    /// turn's message first, starting from scratch there. This instance stays suspended.
+    /// Answers a handle on the fork. Refused with [`Error::NotSuspended`] when the head is not
+    /// suspended, and [`Error::Conflict`] when `new_id` is another instance; an exact repeat
+    /// answers the same fork.
+    pub async fn fork(&self, new_id: impl Into<String>) -> Result<Handle<W>> {
+        let new_id = new_id.into();
+        let forked = self
+            .backend
+            .fork_instance(ForkInstanceRequest {
+                workflow_id: self.id.clone(),
+                new_id,
+                by: self.by.clone(),
+            })
+            .await?;
+        Ok(Handle {
+            backend: self.backend.clone(),
+            id: forked.workflow_id,
+            by: self.by.clone(),
+            _w: PhantomData,
+        })
+    }
+
     /// Make a turn waiting on a retry time ready now.
     pub async fn wake(&self) -> Result<WorkflowInstance> {
         self.control(ControlAction::Wake, None).await

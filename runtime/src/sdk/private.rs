@@ -17,7 +17,9 @@ pub use crate::protocol::{Millis, OnExhausted, OperationKind};
 pub use crate::sdk::codec::{EqFn, JsonCodec};
 pub use crate::sdk::context::{BoxStepFn, Step, StepCtx, Turn};
 pub use crate::sdk::schema::WorkflowSchema;
-pub use crate::sdk::workflow::{Accepts, Signal, TurnResult, Workflow, WorkflowOptions};
+pub use crate::sdk::workflow::{
+    Accepts, OnMismatch, Signal, TurnResult, Workflow, WorkflowOptions,
+};
 
 use std::future::Future;
 

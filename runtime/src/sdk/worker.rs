@@ -27,7 +27,7 @@ use crate::protocol::error::Error;
 use crate::protocol::*;
 use crate::sdk::codec;
 use crate::sdk::context::{checkpoint_of, refusal, Interrupt, Turn, TurnShared, MAX_STEPS};
-use crate::sdk::workflow::{TurnError, Workflow, WorkflowError};
+use crate::sdk::workflow::{OnMismatch, TurnError, Workflow, WorkflowError};
 use crate::trace::TraceContext;
 use crate::worker_backend::WorkerBackend;
 
@@ -44,7 +44,10 @@ pub(crate) struct Finished {
 pub(crate) trait Runnable: Send + Sync {
     fn workflow_ref(&self) -> WorkflowRef;
     fn schema(&self) -> Option<crate::sdk::schema::WorkflowSchema>;
+    /// The version's replay manifest, built once per registered workflow.
     fn manifest(&self) -> Option<crate::manifest::Manifest>;
+    /// What a replay mismatch does to a turn.
+    fn on_mismatch(&self) -> OnMismatch;
     fn run(
         &self,
         shared: Arc<TurnShared>,
@@ -52,7 +55,12 @@ pub(crate) trait Runnable: Send + Sync {
     ) -> BoxFuture<'_, Result<Finished, TurnError>>;
 }
 
-struct Registered<W>(W);
+struct Registered<W> {
+    workflow: W,
+    /// The replay manifest, built the first time it is asked for: mismatch reports read their
+    /// `file:line` from it.
+    manifest: std::sync::OnceLock<Option<crate::manifest::Manifest>>,
+}
 
 fn permanent(e: impl std::fmt::Display) -> TurnError {
     TurnError::Permanent(WorkflowError::new(e.to_string()))
@@ -67,7 +75,7 @@ impl<W: Workflow> Runnable for Registered<W> {
     /// wire carries the codec's encoding of a message or signal, not the JSON its type's
     /// schema describes: the message and signal schemas are left out (not checked).
     fn schema(&self) -> Option<crate::sdk::schema::WorkflowSchema> {
-        let mut schema = self.0.schema()?;
+        let mut schema = self.workflow.schema()?;
         if std::any::TypeId::of::<W::Codec>() != std::any::TypeId::of::<codec::JsonCodec>() {
             schema.message = serde_json::Value::Null;
             schema.signals.clear();
@@ -76,7 +84,13 @@ impl<W: Workflow> Runnable for Registered<W> {
     }
 
     fn manifest(&self) -> Option<crate::manifest::Manifest> {
-        self.0.manifest()
+        self.manifest
+            .get_or_init(|| self.workflow.manifest())
+            .clone()
+    }
+
+    fn on_mismatch(&self) -> OnMismatch {
+        self.workflow.on_mismatch()
     }
 
     fn run(
@@ -91,7 +105,7 @@ impl<W: Workflow> Runnable for Registered<W> {
                 codec::decode(&W::Codec::default(), "message", &task.turn.message)
                     .map_err(permanent)?;
             let mut ctx = Turn::<W>::new(shared, task.turn.steps);
-            let done = self.0.run(&mut ctx, state, message).await?;
+            let done = self.workflow.run(&mut ctx, state, message).await?;
             ctx.check_replayed()?;
             let (state, _) =
                 codec::encode_checked(&W::Codec::default(), "state", &done.state, W::state_eq())
@@ -134,7 +148,10 @@ pub(crate) struct Registry {
 
 impl Registry {
     pub(crate) fn add<W: Workflow>(&mut self, workflow: W) {
-        let r: Arc<dyn Runnable> = Arc::new(Registered(workflow));
+        let r: Arc<dyn Runnable> = Arc::new(Registered {
+            workflow,
+            manifest: std::sync::OnceLock::new(),
+        });
         self.by_ref.insert(r.workflow_ref(), r);
     }
 
@@ -539,7 +556,7 @@ impl Worker {
                     let (workflow, mut attempt) = self.build(&task)?;
                     let handler = workflow.run(attempt.shared.clone(), task);
                     let end = self.run_handler(&mut attempt, handler, &mut stop).await;
-                    Some(self.conclude(attempt, end).await)
+                    Some(self.conclude(&*workflow, attempt, end).await)
                 }
                 .instrument(span),
             )
@@ -583,6 +600,7 @@ impl Worker {
                 .steps_max
                 .map_or(MAX_STEPS, |n| usize::try_from(n).unwrap_or(usize::MAX)),
             deferred: Default::default(),
+            mismatch: Default::default(),
         });
         let attempt = Attempt {
             shared,
@@ -650,8 +668,19 @@ impl Worker {
     /// Report how the attempt ended to the backend; the outcome's metric label. A step the
     /// attempt finished is saved before the attempt reports how it ended, so the next attempt
     /// replays it.
-    async fn conclude(&self, attempt: Attempt, end: End) -> &'static str {
+    async fn conclude(&self, workflow: &dyn Runnable, attempt: Attempt, end: End) -> &'static str {
         let Attempt { shared, lease, .. } = attempt;
+        if let (End::Finished(_), Some(report)) = (&end, shared.mismatch()) {
+            // Whatever the handler made of the mismatch's error, the attempt ends with it.
+            return match flush_deferred(&shared).await {
+                Ok(()) => self.mismatch(workflow, lease, report).await,
+                Err(Some(refused)) => {
+                    self.fail(lease, refused).await;
+                    "failed"
+                }
+                Err(None) => "interrupted",
+            };
+        }
         match end {
             End::Interrupted(why) => {
                 if !matches!(why, Some(Interrupt::Lost(_))) {
@@ -680,6 +709,47 @@ impl Worker {
                 "failed"
             }
         }
+    }
+
+    /// End an attempt that met a replay mismatch, as the workflow asks: suspend the turn with
+    /// `report` (its `at` read from the version's manifest), or fail it for good. The outcome's
+    /// metric label.
+    async fn mismatch(
+        &self,
+        workflow: &dyn Runnable,
+        lease: Lease,
+        mut report: MismatchReport,
+    ) -> &'static str {
+        report.at = report
+            .found
+            .as_ref()
+            .and_then(|found| locate(workflow.manifest().as_ref()?, found));
+        if workflow.on_mismatch() == OnMismatch::Fail {
+            let e = TurnError::Permanent(WorkflowError::new(report.message));
+            self.fail(lease, e).await;
+            return "failed";
+        }
+        let error = format!("ReplayMismatch: {}", report.message);
+        tracing::warn!(%error, at = ?report.at, "replay mismatch: suspending the turn");
+        let req = FailRequest {
+            lease,
+            error,
+            non_retryable: false,
+            retry_at_ms: None,
+            usage: None,
+            results: None,
+            mismatch: Some(report),
+        };
+        match self.backend.fail(req).await {
+            Ok(_) => {}
+            Err(e) if e.is_lease_lost() => {
+                tracing::debug!(error = %e, "turn lost before suspending")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "suspending the turn failed; the lease will expire")
+            }
+        }
+        "suspended"
     }
 
     async fn release_lease(&self, lease: Lease) {
@@ -797,6 +867,42 @@ enum End {
     Interrupted(Option<Interrupt>),
     /// The worker is stopping and releases the turn.
     Release,
+}
+
+/// Where the code makes the call `found`, from the version's manifest: the `file:line` of the
+/// call whose key (or key pattern) and kind match it, an exact key before a pattern; for a
+/// patch's marker, where `ctx.patched` is called.
+fn locate(
+    manifest: &crate::manifest::Manifest,
+    found: &crate::manifest::grammar::Saved,
+) -> Option<String> {
+    use crate::manifest::grammar;
+    if let Some(id) = found.marker_id() {
+        return patch_at(&manifest.grammar, id);
+    }
+    let calls = grammar::calls(&manifest.grammar);
+    let matching = |exact: bool| {
+        calls
+            .iter()
+            .find(|c| grammar::call_matches(c, found) && (!exact || c.key == found.key))
+    };
+    matching(true)
+        .or_else(|| matching(false))
+        .map(|c| c.at.clone())
+        .filter(|at| !at.is_empty())
+}
+
+/// Where patch `id` asks `ctx.patched`, in `node`.
+fn patch_at(node: &crate::manifest::Node, id: &str) -> Option<String> {
+    use crate::manifest::Node;
+    match node {
+        Node::Patch(p) if p.id == id => Some(p.at.clone()).filter(|at| !at.is_empty()),
+        Node::Patch(p) => patch_at(&p.new, id).or_else(|| patch_at(&p.old, id)),
+        Node::Seq(parts) | Node::Parallel(parts) => parts.iter().find_map(|n| patch_at(n, id)),
+        Node::Alt(alt) => alt.arms.iter().find_map(|n| patch_at(n, id)),
+        Node::Loop(body) => patch_at(body, id),
+        Node::Call(_) => None,
+    }
 }
 
 /// Send the attempt's deferred step checkpoint, if any, on its own, for the driver. `Err(None)`:

@@ -66,6 +66,25 @@ impl WorkflowOptions {
     }
 }
 
+/// What a turn does when its replay finds that the code no longer makes the durable calls the
+/// turn saved (a *replay mismatch*: another key, kind, sleep length or signal name at a
+/// position, saved steps left over when the handler returns, or a saved key met at another
+/// position). `#[workflow(on_mismatch = "fail")]` chooses [`OnMismatch::Fail`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OnMismatch {
+    /// Suspend the turn (the default): nothing runs past the divergence, no attempt is
+    /// counted, the inbox keeps its messages, and an operator restarts the turn, forks the
+    /// instance or cancels the turn. The turn records a
+    /// [`MismatchReport`](crate::protocol::MismatchReport) naming the version, the saved
+    /// prefix, what the code called instead and where.
+    #[default]
+    Suspend,
+    /// Fail the turn for good, as an error of the handler does: it blocks the inbox until an
+    /// operator retries or skips it (or moves to history with `on_exhausted = skip`).
+    Fail,
+}
+
 /// A workflow definition: a name and version that pin the code, typed state, message and
 /// reply, and the handler that runs one turn.
 ///
@@ -127,6 +146,12 @@ pub trait Workflow: Send + Sync + Sized + 'static {
     /// Options applied to new instances.
     fn options(&self) -> WorkflowOptions {
         WorkflowOptions::default()
+    }
+
+    /// What a replay mismatch does to a turn of this workflow: suspend it (the default) or
+    /// fail it for good. `#[workflow(on_mismatch = "fail")]` overrides it.
+    fn on_mismatch(&self) -> OnMismatch {
+        OnMismatch::Suspend
     }
 
     /// The JSON Schemas of this workflow's message, state, reply, signals and steps, if it has

@@ -266,6 +266,7 @@ fn control() -> ControlRequest {
         workflow_id: "w-1".into(),
         action: ControlAction::Pause,
         turn: None,
+        by: None,
     }
 }
 

@@ -277,6 +277,7 @@ contract!(
     runs_count_by_hour,
     runs_pruned_in_bounded_batches,
     schedules_advance_with_their_firing,
+    suspended_turns_and_instance_events_read_back,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1021,6 +1022,69 @@ async fn records_deeper_than_serde_jsons_limit_read_back(s: &dyn Store) {
     );
 }
 
+/// A turn suspended by a replay mismatch keeps its status and report, and an instance its
+/// events, through every read.
+async fn suspended_turns_and_instance_events_read_back(s: &dyn Store) {
+    use turnwise::manifest::grammar::Saved;
+    use turnwise::manifest::CallKind;
+    let mut i = inst("a", 1);
+    i.pending = vec![1, 2];
+    i.record_event(InstanceEvent {
+        at_ms: 3_000,
+        action: InstanceEvent::SUSPEND.into(),
+        by: None,
+        from_version: Some("v1".into()),
+        to_version: None,
+        turn: Some(1),
+        detail: Some("position 1: step order changed".into()),
+    });
+    let mut suspended = turn(1, "m1");
+    suspended.status = TurnStatus::Suspended;
+    suspended.attempt = 2;
+    suspended.mismatch = Some(MismatchReport {
+        version: "v1".into(),
+        position: 1,
+        saved: vec![
+            Saved::new(CallKind::Step, "charge"),
+            Saved::new(CallKind::Signal, "ok").signal("approval"),
+        ],
+        found: Some(Saved::new(CallKind::Sleep, "nap")),
+        at: Some("src/order.rs:12".into()),
+        message: "position 1: step order changed".into(),
+    });
+    let queued = turn(2, "m2");
+    ok(
+        s,
+        create(i.clone(), vec![suspended.clone(), queued.clone()]),
+    )
+    .await;
+    assert_eq!(load(s, "a").await, Some(i.clone()));
+    assert_eq!(load_turn(s, "a", 1).await, Some(suspended.clone()));
+    let both = s.load_instance_turn(NS, "a", 1).await.unwrap();
+    assert_eq!(both, Some((i.clone(), Some(suspended.clone()))));
+    assert_eq!(
+        s.list_turns(NS, "a", all(false)).await.unwrap(),
+        vec![suspended, queued]
+    );
+    // Events are bounded: the oldest go first.
+    for n in 0..40 {
+        i.record_event(InstanceEvent {
+            at_ms: 4_000 + n,
+            action: InstanceEvent::RESTART_TURN.into(),
+            by: Some("ops".into()),
+            from_version: None,
+            to_version: None,
+            turn: Some(1),
+            detail: None,
+        });
+    }
+    assert_eq!(i.events.len(), turnwise_rules::limits::INSTANCE_EVENTS);
+    assert_eq!(i.events[0].at_ms, 4_008, "the oldest were dropped");
+    i.revision = 2;
+    ok(s, write(i.clone(), Some(1), vec![])).await;
+    assert_eq!(load(s, "a").await, Some(i));
+}
+
 async fn namespaces_are_isolated(s: &dyn Store) {
     let mut x = due_at("same", "order", "v1", Some(10));
     x.pending = vec![1];
@@ -1228,8 +1292,9 @@ async fn sqlite_relaxed_and_durable_commits_persist() {
 }
 
 /// Files written by schema versions 1 (two full indexes over `finished`), 2 (no journal), 3
-/// (no quarantine table) and 4 (no runs and schemas tables, no schedules or outbox in instance bodies) open: they are moved to version 5,
-/// and their instances and turns read as before.
+/// (no quarantine table), 4 (no runs and schemas tables, no schedules or outbox in instance
+/// bodies) and 5 (no suspended turns or instance events in bodies) open: they are moved to
+/// version 6, and their instances and turns read as before.
 #[tokio::test]
 async fn sqlite_migrates_older_schema_versions() {
     // Turn 2 is the instance's one unfinished turn.
@@ -1237,7 +1302,7 @@ async fn sqlite_migrates_older_schema_versions() {
         pending: vec![2],
         ..inst("a", revision)
     };
-    for old in [1, 2, 3, 4] {
+    for old in [1, 2, 3, 4, 5] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
         {
@@ -1248,8 +1313,11 @@ async fn sqlite_migrates_older_schema_versions() {
         {
             // Put the file back as that version wrote it.
             let conn = rusqlite::Connection::open(&path).unwrap();
-            conn.execute_batch("DROP TABLE runs; DROP TABLE schemas; PRAGMA user_version = 4;")
-                .unwrap();
+            conn.execute_batch("PRAGMA user_version = 5;").unwrap();
+            if old <= 4 {
+                conn.execute_batch("DROP TABLE runs; DROP TABLE schemas; PRAGMA user_version = 4;")
+                    .unwrap();
+            }
             if old <= 3 {
                 conn.execute_batch("DROP TABLE quarantine; PRAGMA user_version = 3;")
                     .unwrap();
@@ -1287,7 +1355,7 @@ async fn sqlite_migrates_older_schema_versions() {
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(version, 5);
+        assert_eq!(version, 6);
         let runs: i64 = conn
             .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
             .expect("the runs table exists after the migration");
@@ -1669,7 +1737,7 @@ async fn postgres_migrates_version_1_and_refuses_newer() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     drop(s);
     client
         .batch_execute("UPDATE turnwise_meta SET value = 99 WHERE name = 'schema_version'")

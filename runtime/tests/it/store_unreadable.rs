@@ -337,6 +337,7 @@ async fn an_undecodable_journaled_write_is_kept_and_its_instance_quarantined_acr
                 workflow_id: "good".into(),
                 action: ControlAction::CancelTurn,
                 turn: Some(task.turn.number),
+                by: None,
             })
             .await
             .unwrap();

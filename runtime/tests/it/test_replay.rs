@@ -1,8 +1,10 @@
 //! Replay (wire.md §3.4) through the public API: a turn's saved entries are made by one handler,
 //! then a different handler registered under the same name and version, in a new worker, runs
-//! the turn again. Every mismatch fails the turn for good with a message naming the workflow,
-//! version, position, the saved entry and what the code called. Also: suspension by dropping
-//! the turn future, and local step timeouts.
+//! the turn again. Every mismatch suspends the turn with a report naming the version, position,
+//! the saved entries and what the code called (no payload value); with `on_mismatch = fail`
+//! it fails the turn for good with a message naming the workflow, version, position, the saved
+//! entry and what the code called. Also: suspension by dropping the turn future, and local
+//! step timeouts.
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
@@ -10,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use turnwise::clock::Clock;
+use turnwise::manifest::grammar::Saved;
+use turnwise::manifest::CallKind;
 use turnwise::prelude::*;
 use turnwise::protocol::{InstanceStatus, TurnStatus, WorkflowTurn};
 use turnwise::testing::TestEnv;
@@ -55,6 +59,8 @@ enum Body {
     StepW,
     /// step `a`, step `b`, step `a` again.
     StepsABA,
+    /// step `b`, then step `a`.
+    StepsBA,
     /// step `a` only, then return.
     StepAOnly,
     /// step `a` twice on a first run.
@@ -75,13 +81,24 @@ struct Probe {
 struct Shape {
     body: Body,
     probe: Arc<Probe>,
+    on_mismatch: OnMismatch,
 }
 
 impl Shape {
+    /// A body with the default answer to a mismatch: suspend.
     fn new(body: Body) -> Self {
         Self {
             body,
             probe: Arc::default(),
+            on_mismatch: OnMismatch::default(),
+        }
+    }
+
+    /// A body that asks for a permanent failure on a mismatch.
+    fn failing(body: Body) -> Self {
+        Self {
+            on_mismatch: OnMismatch::Fail,
+            ..Self::new(body)
         }
     }
 }
@@ -97,6 +114,10 @@ impl Workflow for Shape {
     const NAME: &'static str = "shape";
     const VERSION: &'static str = "v1";
     const SIGNALS: &'static [&'static str] = &["yes", "no"];
+
+    fn on_mismatch(&self) -> OnMismatch {
+        self.on_mismatch
+    }
 
     async fn run(&self, ctx: &mut Turn<Self>, state: u32, _msg: ()) -> TurnResult<Self> {
         let step = |p: Arc<Probe>| {
@@ -139,6 +160,10 @@ impl Workflow for Shape {
                 ctx.step("b", step(self.probe.clone())).await?;
                 ctx.step("a", step(self.probe.clone())).await?;
             }
+            Body::StepsBA => {
+                ctx.step("b", step(self.probe.clone())).await?;
+                ctx.step("a", step(self.probe.clone())).await?;
+            }
             Body::StepAOnly => {
                 ctx.step("a", step(self.probe.clone())).await?;
             }
@@ -156,8 +181,39 @@ impl Workflow for Shape {
 }
 
 /// Run version `a` of the handler on a new turn, let `advance` pass, then run version `b` of
-/// the handler (same name and version) in a new worker. Returns the turn and version B's probe.
+/// the handler (same name and version, asking for a permanent failure on a mismatch) in a new
+/// worker. Returns the turn and version B's probe.
 async fn replay(a: Body, advance: Duration, b: Body) -> (WorkflowTurn, Arc<Probe>) {
+    let (env, h, turn, second) = run_changed(a, advance, Shape::failing(b)).await;
+    let worker = worker_of(&env, &second);
+
+    // Failed for good: nothing runs again, however much time passes.
+    env.clock().advance(Duration::from_secs(3600));
+    assert_eq!(worker.run_until_idle().await.unwrap(), 0);
+    let t = h.turn(turn).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Failed, "{t:?}");
+    assert_eq!(h.instance().await.unwrap().status, InstanceStatus::Failed);
+    assert_eq!(
+        t.mismatch, None,
+        "a failed turn carries no suspension report"
+    );
+    (t, second.probe)
+}
+
+/// A worker of `wf` over the test's engine and clock.
+fn worker_of(env: &TestEnv, wf: &Shape) -> Worker {
+    Worker::new(env.engine().clone())
+        .clock(Arc::new(env.clock().clone()) as Arc<dyn Clock>)
+        .register(wf.clone())
+}
+
+/// Run version `a` of the handler on a new turn, let `advance` pass, then run `second` (same
+/// name and version) once in a new worker.
+async fn run_changed(
+    a: Body,
+    advance: Duration,
+    second: Shape,
+) -> (TestEnv, Handle<Shape>, u64, Shape) {
     let first = Shape::new(a);
     let env = TestEnv::new().register(first.clone());
     let h = env.start(&first, "shape-1").await.unwrap();
@@ -170,23 +226,43 @@ async fn replay(a: Body, advance: Duration, b: Body) -> (WorkflowTurn, Arc<Probe
     );
     assert_ne!(saved.status, TurnStatus::Failed, "{saved:?}");
 
-    let second = Shape::new(b);
-    let worker = Worker::new(env.engine().clone())
-        .clock(Arc::new(env.clock().clone()) as Arc<dyn Clock>)
-        .register(second.clone());
+    let worker = worker_of(&env, &second);
     env.clock().advance(advance);
     assert_eq!(
         worker.run_until_idle().await.unwrap(),
         1,
         "version B ran the turn once"
     );
+    (env, h, turn, second)
+}
 
-    // Failed for good: nothing runs again, however much time passes.
-    env.clock().advance(Duration::from_secs(3600));
-    assert_eq!(worker.run_until_idle().await.unwrap(), 0);
+/// As [`replay`], with version B suspending on a mismatch (the default): the turn is suspended
+/// in that attempt and stays so, however much time passes, with no attempt counted.
+async fn suspended(a: Body, advance: Duration, b: Body) -> (WorkflowTurn, Arc<Probe>) {
+    let (env, h, turn, second) = run_changed(a, advance, Shape::new(b)).await;
     let t = h.turn(turn).await.unwrap();
-    assert_eq!(t.status, TurnStatus::Failed, "{t:?}");
-    assert_eq!(h.instance().await.unwrap().status, InstanceStatus::Failed);
+    assert_eq!(t.status, TurnStatus::Suspended, "{t:?}");
+    let attempt = t.attempt;
+    let worker = worker_of(&env, &second);
+    env.clock().advance(Duration::from_secs(24 * 3600));
+    assert_eq!(worker.run_until_idle().await.unwrap(), 0, "no retry spins");
+    let t = h.turn(turn).await.unwrap();
+    assert_eq!((t.status, t.attempt), (TurnStatus::Suspended, attempt));
+    assert_eq!(
+        h.instance().await.unwrap().status,
+        InstanceStatus::Suspended
+    );
+    let report = t
+        .mismatch
+        .clone()
+        .expect("a suspended turn carries its report");
+    assert_eq!(report.version, "v1");
+    assert_eq!(report.at, None, "a hand-written workflow has no manifest");
+    assert!(
+        report.message.contains("workflow shape v1"),
+        "{}",
+        report.message
+    );
     (t, second.probe)
 }
 
@@ -319,6 +395,146 @@ async fn saved_steps_left_unreplayed_fail_the_turn_for_good() {
         err.contains("step `b`"),
         "names the saved entry left over: {err}"
     );
+    assert_eq!(probe.executions.load(SeqCst), 0);
+}
+
+fn step(key: &str) -> Saved {
+    Saved::new(CallKind::Step, key)
+}
+
+#[tokio::test]
+async fn a_changed_step_key_suspends_the_turn_with_its_report() {
+    let (t, probe) = suspended(Body::StepAThenFail, Duration::from_secs(1), Body::StepB).await;
+    let r = t.mismatch.unwrap();
+    assert_eq!(r.position, 0);
+    assert_eq!(r.saved, [step("a")]);
+    assert_eq!(r.found, Some(step("b")));
+    assert!(
+        r.message.contains("step `a`") && r.message.contains("step `b`"),
+        "{}",
+        r.message
+    );
+    assert_eq!(
+        probe.executions.load(SeqCst),
+        0,
+        "the mismatched step did not run"
+    );
+    assert_eq!(
+        probe.finished.load(SeqCst),
+        0,
+        "the handler stopped at the mismatch"
+    );
+    assert_eq!(
+        t.attempt, 2,
+        "the attempt that met the mismatch was the retry; no more"
+    );
+    let error = t.error.unwrap();
+    assert!(error.starts_with("ReplayMismatch: "), "{error}");
+}
+
+#[tokio::test]
+async fn a_changed_kind_sleep_length_or_signal_suspends_the_turn() {
+    let hour = Duration::from_secs(3600);
+    let sleep = |key: &str| Saved::new(CallKind::Sleep, key);
+    let wait = |name: &str| Saved::new(CallKind::Signal, "w").signal(name);
+    for (a, advance, b, saved, found, needle) in [
+        (
+            Body::StepAThenFail,
+            Duration::from_secs(1),
+            Body::SleepA,
+            step("a"),
+            sleep("a"),
+            "sleep `a` delay_ms=1000",
+        ),
+        (
+            Body::Nap10,
+            Duration::from_secs(10),
+            Body::Nap20,
+            sleep("nap"),
+            sleep("nap"),
+            "delay_ms=20000",
+        ),
+        (
+            Body::WaitYes,
+            hour,
+            Body::WaitNo,
+            wait("yes"),
+            wait("no"),
+            "signal=no",
+        ),
+        (
+            Body::WaitYes,
+            hour,
+            Body::WaitYesLonger,
+            wait("yes"),
+            wait("yes"),
+            "delay_ms=7200000",
+        ),
+        (
+            Body::WaitYes,
+            hour,
+            Body::StepW,
+            wait("yes"),
+            step("w"),
+            "step `w`",
+        ),
+    ] {
+        let (t, probe) = suspended(a, advance, b).await;
+        let r = t.mismatch.unwrap();
+        assert_eq!(
+            (r.position, &r.saved, &r.found),
+            (0, &vec![saved], &Some(found)),
+            "{b:?}"
+        );
+        assert!(r.message.contains(needle), "{b:?}: {}", r.message);
+        assert_eq!(probe.executions.load(SeqCst), 0, "{b:?}");
+        assert_eq!(probe.finished.load(SeqCst), 0, "{b:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_saved_key_met_at_another_position_suspends_the_turn() {
+    let (t, probe) = suspended(Body::StepsABThenFail, Duration::from_secs(1), Body::StepsBA).await;
+    let r = t.mismatch.unwrap();
+    assert_eq!((r.position, r.found), (0, Some(step("b"))));
+    assert_eq!(r.saved, [step("a"), step("b")]);
+    assert!(
+        r.message.contains("`b` is saved at position 1"),
+        "{}",
+        r.message
+    );
+    assert_eq!(
+        probe.executions.load(SeqCst),
+        0,
+        "no step ran after the divergence"
+    );
+}
+
+#[tokio::test]
+async fn a_key_used_twice_is_a_bug_of_the_code_not_a_mismatch() {
+    let (_env, h, turn, _) = run_changed(
+        Body::StepsABThenFail,
+        Duration::from_secs(1),
+        Shape::new(Body::StepsABA),
+    )
+    .await;
+    let t = h.turn(turn).await.unwrap();
+    assert_eq!(t.status, TurnStatus::Failed, "{t:?}");
+    assert_eq!(t.mismatch, None);
+    assert!(t.error.unwrap().contains("`a` is used twice"));
+}
+
+#[tokio::test]
+async fn saved_steps_left_over_suspend_the_turn() {
+    let (t, probe) = suspended(
+        Body::StepsABThenFail,
+        Duration::from_secs(1),
+        Body::StepAOnly,
+    )
+    .await;
+    let r = t.mismatch.unwrap();
+    assert_eq!((r.position, r.found), (1, None), "the handler returned");
+    assert!(r.message.contains("step `b`"), "{}", r.message);
     assert_eq!(probe.executions.load(SeqCst), 0);
 }
 

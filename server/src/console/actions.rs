@@ -321,9 +321,64 @@ pub(super) async fn control(
             workflow_id: id.clone(),
             action,
             turn,
+            by: Some(BY.to_owned()),
         })
         .await?;
     Ok(see_other(&instance_url(&id)))
+}
+
+/// Who the console's operator actions say asked, on the instance's events.
+const BY: &str = "console";
+
+/// Restart a suspended turn, from its last accepted step or from scratch.
+pub(super) async fn restart(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Page {
+    let form = read_form(&headers, &body)?;
+    let id = required(&form, "workflow_id")?.to_owned();
+    let turn: u64 = required(&form, "turn")?
+        .parse()
+        .map_err(|_| Fail::new(StatusCode::BAD_REQUEST, "`turn` is not a turn number"))?;
+    let from = required(&form, "from")?;
+    let from: RestartFrom = serde_json::from_value(json!(from)).map_err(|_| {
+        Fail::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "`{from}` is not where a turn restarts; use one of {}",
+                RestartFrom::ALL.join(", ")
+            ),
+        )
+    })?;
+    engine(&state)
+        .restart_turn(RestartTurnRequest {
+            workflow_id: id.clone(),
+            turn,
+            from,
+            by: Some(BY.to_owned()),
+        })
+        .await?;
+    Ok(see_other(&instance_url(&id)))
+}
+
+/// Fork an instance whose head turn is suspended; shows the fork.
+pub(super) async fn fork(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Page {
+    let form = read_form(&headers, &body)?;
+    let id = required(&form, "workflow_id")?.to_owned();
+    let new_id = required(&form, "new_id")?.trim().to_owned();
+    let forked = engine(&state)
+        .fork_instance(ForkInstanceRequest {
+            workflow_id: id,
+            new_id,
+            by: Some(BY.to_owned()),
+        })
+        .await?;
+    Ok(see_other(&instance_url(&forked.workflow_id)))
 }
 
 pub(super) async fn delete(

@@ -447,6 +447,7 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
             section id="live-section" data-live=(url(super::LIVE, &[("id", id)])) {
                 (live(inst, now))
             }
+            (instance_suspension(frame, inst))
             (instance_actions(frame, inst, now))
             (instance_signals(frame, v, pending))
             (instance_message(frame, v, pending))
@@ -457,8 +458,103 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
             (instance_queue(v))
             (instance_turns(v))
             (instance_runs(v))
+            (instance_events(inst, now))
         },
     )
+}
+
+/// A head turn suspended by a replay mismatch: its report (the version, the saved steps and
+/// where the code left them, what it called instead, where) and the ways out: restart from
+/// the last accepted step or from scratch, fork (cancel is among the actions).
+fn instance_suspension(frame: &Frame, inst: &WorkflowInstance) -> Markup {
+    let Some(t) = inst
+        .current_turn
+        .as_deref()
+        .filter(|t| t.status == TurnStatus::Suspended)
+    else {
+        return html! {};
+    };
+    let id = inst.id.as_str();
+    let report = t.mismatch.as_ref();
+    let position = report.map_or(usize::MAX, |r| r.position as usize);
+    html! {
+        section.suspension id="suspension" {
+            h2 { "Turn " (t.number) " is suspended by a replay mismatch" }
+            @if let Some(r) = report {
+                p.warning id="mismatch-message" { (r.message) }
+                dl.report {
+                    dt { "Version" } dd { code { (r.version) } }
+                    dt { "Diverged at" } dd { "position " (r.position) }
+                    dt { "The code called instead" } dd id="mismatch-found" {
+                        @match &r.found {
+                            Some(found) => code { (found.describe()) },
+                            None => "nothing: the handler returned",
+                        }
+                    }
+                    dt { "Where" } dd id="mismatch-at" {
+                        @match &r.at { Some(at) => code { (at) }, None => span.muted { "not known (the version has no manifest)" } }
+                    }
+                }
+                table.saved id="mismatch-saved" {
+                    thead { tr { th { "#" } th { "Saved step" } th { "" } } }
+                    tbody {
+                        @for (i, entry) in r.saved.iter().enumerate() {
+                            tr.accepted[i < position] {
+                                td { (i) } td { code { (entry.describe()) } }
+                                td { @if i < position { "replayed" } @else if i == position { "diverged here" } @else { "" } }
+                            }
+                        }
+                    }
+                }
+            } @else if let Some(e) = &t.error {
+                p.warning { (e) }
+            }
+            div.ways-out {
+                @for (from, label, confirm) in [
+                    ("last_accepted", "Restart from last accepted step", "Run the turn again on this version, keeping the steps saved before the divergence?"),
+                    ("scratch", "Restart from scratch", "Run the turn again from the top on this version, dropping its saved steps?"),
+                ] {
+                    form.inline.control method="post" action="/console/restart" data-confirm=(confirm) {
+                        (csrf_field(frame))
+                        input type="hidden" name="workflow_id" value=(id);
+                        input type="hidden" name="turn" value=(t.number);
+                        input type="hidden" name="from" value=(from);
+                        button type="submit" data-action=(format!("restart-{from}")) { (label) }
+                    }
+                }
+                form.inline.control method="post" action="/console/fork" data-confirm="Fork this instance into a new one with its state and unfinished messages?" {
+                    (csrf_field(frame))
+                    input type="hidden" name="workflow_id" value=(id);
+                    label.idem { "New id " input name="new_id" value=(format!("{id}-fork")) required; }
+                    button type="submit" data-action="fork" { "Fork" }
+                }
+            }
+        }
+    }
+}
+
+/// What operators and the engine did to the instance outside its turns, newest first.
+fn instance_events(inst: &WorkflowInstance, now: i64) -> Markup {
+    html! {
+        @if !inst.events.is_empty() {
+            section id="events" {
+                h2 { "Events" }
+                table {
+                    thead { tr { th { "When" } th { "What" } th { "Turn" } th { "By" } th { "Detail" } } }
+                    tbody {
+                        @for e in inst.events.iter().rev() {
+                            tr {
+                                td { (when(e.at_ms, now)) } td { code { (e.action) } }
+                                td { @if let Some(n) = e.turn { (n) } }
+                                td { @if let Some(by) = &e.by { (by) } }
+                                td { @if let Some(d) = &e.detail { (d) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The instance's controls: pause or resume, what its current turn allows, and delete.

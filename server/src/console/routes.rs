@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
-use super::actions::{control, create, delete, login, logout, message, signal};
+use super::actions::{control, create, delete, fork, login, logout, message, restart, signal};
 use super::views::{
     instance_live, instance_page, instances_page, login_page, new_page, payload, run_page,
     schema_download, schemas_page, workflows_page,
@@ -34,6 +34,8 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/console/message", post(message))
         .route("/console/signal", post(signal))
         .route("/console/control", post(control))
+        .route("/console/restart", post(restart))
+        .route("/console/fork", post(fork))
         .route("/console/delete", post(delete))
         .route(CSS, get(css))
         .route(JS, get(js))

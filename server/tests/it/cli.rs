@@ -1428,3 +1428,152 @@ async fn manifest_writes_the_registered_replay_manifests() {
         "{e}"
     );
 }
+
+/// Suspend the ready counter turn as a worker that met a replay mismatch: it saved step
+/// `add` and sleep `nap`, and its code now calls step `check` at position 1.
+async fn suspend(http: &Http) {
+    use turnwise::manifest::grammar::Saved;
+    use turnwise::manifest::CallKind;
+    let task = claim(http).await;
+    let l = lease(&task);
+    http.checkpoint(CheckpointRequest {
+        lease: l.clone(),
+        position: 0,
+        key: "add".into(),
+        kind: CheckpointKind::Step,
+        output: json!(2),
+        delay_ms: None,
+    })
+    .await
+    .unwrap();
+    http.fail(FailRequest {
+        lease: l,
+        error: "ReplayMismatch: the code changed".into(),
+        non_retryable: false,
+        retry_at_ms: None,
+        usage: None,
+        results: None,
+        mismatch: Some(MismatchReport {
+            version: "v1".into(),
+            position: 1,
+            saved: vec![Saved::new(CallKind::Step, "add")],
+            found: Some(Saved::new(CallKind::Step, "check")),
+            at: Some("src/counter.rs:27".into()),
+            message: "position 1: the handler now calls step `check`".into(),
+        }),
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_turn_shows_its_report_and_is_restarted_or_forked() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+    create(&http, "c-1", "counter").await;
+    send(&http, "c-1", "m1", json!({"add": 2})).await;
+    send(&http, "c-1", "m2", json!({"add": 3})).await;
+    suspend(&http).await;
+
+    let shown = turnwise(base, None, &["instances", "get", "c-1"]).await;
+    let text = shown.text();
+    // The value printed after `key:` on its own line.
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}:")))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no `{key}:` line in:\n{text}"))
+    };
+    assert_eq!(field("status"), "suspended");
+    assert_eq!(field("version"), "v1");
+    assert_eq!(field("diverged at"), "position 1");
+    assert_eq!(field("code called"), "step `check`");
+    assert_eq!(field("at"), "src/counter.rs:27");
+    for needle in [
+        "turn 1 is suspended by a replay mismatch",
+        "step `add`  replayed",
+        "instances restart c-1 1 --from last-accepted|scratch",
+        "instances fork c-1 NEW_ID",
+    ] {
+        assert!(text.contains(needle), "`{needle}` in:\n{text}");
+    }
+    let events = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("suspend"))
+        .unwrap_or_else(|| panic!("the suspend event in:\n{text}"));
+    assert!(events.contains("position 1"), "{events}");
+    let json = turnwise(base, None, &["instances", "get", "c-1", "--json"])
+        .await
+        .json();
+    assert_eq!(json["current_turn"]["mismatch"]["at"], "src/counter.rs:27");
+    assert_eq!(json["events"][0]["action"], "suspend");
+
+    // Refused when the turn is not suspended: exit 4, the server's code.
+    let refused = turnwise(
+        base,
+        None,
+        &[
+            "instances",
+            "restart",
+            "c-1",
+            "2",
+            "--from",
+            "scratch",
+            "--json",
+        ],
+    )
+    .await;
+    let e = refused.failed(4);
+    assert_eq!(e["code"], "turn_not_suspended", "{refused:#?}");
+
+    let fork = turnwise(
+        base,
+        None,
+        &["instances", "fork", "c-1", "c-1b", "--by", "ops"],
+    )
+    .await;
+    assert!(
+        fork.text().contains("done: fork c-1 (turn 1) to c-1b"),
+        "{fork:#?}"
+    );
+    let forked = http.get_instance("c-1b").await.unwrap();
+    assert_eq!((forked.pending_messages, forked.events.len()), (2, 1));
+
+    let args = [
+        "instances",
+        "restart",
+        "c-1",
+        "1",
+        "--from",
+        "last-accepted",
+        "--by",
+        "ops",
+    ];
+    let restarted = turnwise(base, None, &args).await;
+    let text = restarted.text();
+    assert!(
+        text.contains("done: restart turn 1 of c-1 from last_accepted")
+            && text.contains("keeping 1 saved step(s)")
+            && text.contains("ops"),
+        "{restarted:#?}"
+    );
+    let repeat = turnwise(base, None, &[&args[..], &["--json"]].concat())
+        .await
+        .json();
+    assert_eq!(
+        repeat["event"]["by"], "ops",
+        "an exact repeat answers the same"
+    );
+    let inst = http.get_instance("c-1").await.unwrap();
+    let actions: Vec<&str> = inst.events.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(actions, ["suspend", "fork", "restart_turn"]);
+    let t = http
+        .turn(TurnQuery {
+            id: "c-1".into(),
+            turn: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!((t.status, t.steps.len()), (TurnStatus::Queued, 1));
+}

@@ -523,3 +523,171 @@ async fn a_person_operates_a_workflow_in_the_browser() {
     worker.stop().await.unwrap();
     server.shutdown.trigger();
 }
+
+/// `parcel` as first deployed: weigh, then wait an hour for the truck.
+#[workflow(name = "parcel", version = "v1")]
+async fn parcel_before(
+    ctx: &mut Turn,
+    state: u64,
+    weight: u64,
+) -> Result<Done<u64, u64>, TurnError> {
+    ctx.step("weigh", move |_| async move { Ok(weight) })
+        .await?;
+    ctx.sleep("wait-for-truck", Duration::from_secs(3600))
+        .await?;
+    Ok(Done::new(state + 1).reply(weight))
+}
+
+/// `parcel` changed under the same version: a label is printed before the wait.
+#[workflow(name = "parcel", version = "v1")]
+async fn parcel_changed(
+    ctx: &mut Turn,
+    state: u64,
+    weight: u64,
+) -> Result<Done<u64, u64>, TurnError> {
+    ctx.step("weigh", move |_| async move { Ok(weight) })
+        .await?;
+    ctx.step("print-label", |_| async { Ok(1u64) }).await?;
+    ctx.sleep("wait-for-truck", Duration::from_secs(3600))
+        .await?;
+    Ok(Done::new(state + 1).reply(weight))
+}
+
+/// A person finds two turns suspended by a deploy that changed `parcel` under its version:
+/// the instance page shows the report (the saved steps, the call the code made instead and
+/// its line), and the person restarts one turn from its last accepted step and forks the other
+/// instance, each confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_restarts_and_forks_suspended_turns_in_the_browser() {
+    use turnwise::clock::{Clock, ManualClock};
+    let Some(path) = chromedriver() else {
+        turnwise::testing::skip_test(
+            "a_person_restarts_and_forks_suspended_turns_in_the_browser",
+            "no chromedriver on the PATH; install Debian's chromium and chromium-driver, as \
+             .ci/run does",
+        );
+        return;
+    };
+    let clock = ManualClock::default();
+    let engine = turnwise::Engine::new(
+        turnwise::store::MemoryStore::new(),
+        clock.clone(),
+        turnwise::EngineConfig::default(),
+    );
+    let server = common::start(engine, None).await;
+    let base = server.api.base.clone();
+    let http = Http::connect(base.clone(), None).unwrap();
+    let worker = |wf| {
+        Worker::new(http.clone())
+            .clock(std::sync::Arc::new(clock.clone()) as std::sync::Arc<dyn Clock>)
+            .register::<parcel_before>(wf)
+    };
+    for id in ["parcel-1", "parcel-2"] {
+        let h = parcel_before.start(&http, id).await.unwrap();
+        h.send(12, "m1").await.unwrap();
+        h.send(7, "m2").await.unwrap();
+    }
+    worker(parcel_before).run_until_idle().await.unwrap();
+    clock.advance(Duration::from_secs(3600));
+    let changed = Worker::new(http.clone())
+        .clock(std::sync::Arc::new(clock.clone()) as std::sync::Arc<dyn Clock>)
+        .register(parcel_changed);
+    assert_eq!(changed.run_until_idle().await.unwrap(), 2);
+    let api = server.api.scoped("");
+
+    let driver = start_driver(path).await;
+    let c = browser(&driver).await;
+    c.goto(&format!("{base}/console/instance?id=parcel-1"))
+        .await
+        .unwrap();
+    let report = text_of(&c, "#suspension").await.expect("the report");
+    assert!(
+        report.contains("Turn 1 is suspended by a replay mismatch"),
+        "{report}"
+    );
+    let found = text_of(&c, "#mismatch-found").await.unwrap();
+    assert_eq!(found, "step `print-label`");
+    let at = text_of(&c, "#mismatch-at").await.unwrap();
+    assert!(
+        at.starts_with("server/tests/it/console_browser.rs:"),
+        "{at}"
+    );
+    let saved = text_of(&c, "#mismatch-saved").await.unwrap();
+    assert!(
+        saved.contains("step `weigh`") && saved.contains("sleep `wait-for-truck`"),
+        "{saved}"
+    );
+    assert!(c
+        .find(Locator::Css("#live[data-status=suspended]"))
+        .await
+        .is_ok());
+    shot(&c, "suspended").await;
+
+    c.find(Locator::Css("button[data-action=restart-last_accepted]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.accept_alert().await.unwrap();
+    until(&c, "the restarted turn", false, || async {
+        c.find(Locator::Css("#live[data-status=queued]"))
+            .await
+            .is_ok()
+    })
+    .await;
+    assert!(c.find(Locator::Css("#suspension")).await.is_err());
+    let events = text_of(&c, "#events").await.unwrap();
+    assert!(
+        events.contains("restart_turn") && events.contains("console"),
+        "{events}"
+    );
+    shot(&c, "restarted").await;
+
+    c.goto(&format!("{base}/console/instance?id=parcel-2"))
+        .await
+        .unwrap();
+    c.find(Locator::Css("button[data-action=fork]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.accept_alert().await.unwrap();
+    until(&c, "the fork's page", false, || async {
+        c.current_url()
+            .await
+            .unwrap()
+            .as_str()
+            .contains("/console/instance?id=parcel-2-fork")
+    })
+    .await;
+    let queue = text_of(&c, "#queue").await.unwrap();
+    assert!(
+        queue.contains("fork.m1") && queue.contains("fork.m2"),
+        "{queue}"
+    );
+    shot(&c, "forked").await;
+
+    // The restarted turn and the fork run on the changed code.
+    changed.run_until_idle().await.unwrap();
+    let t = api
+        .get("/v1/workflows/instances/turn?id=parcel-1&turn=1")
+        .await
+        .ok();
+    let keys: Vec<&str> = t["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["weigh", "print-label", "wait-for-truck"], "{t}");
+    let original = api
+        .get("/v1/workflows/instances/get?id=parcel-2")
+        .await
+        .ok();
+    assert_eq!(original["status"], "suspended", "the original stays");
+
+    c.close().await.unwrap();
+    server.shutdown.trigger();
+}

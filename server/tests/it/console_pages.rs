@@ -625,3 +625,179 @@ async fn runs_are_listed_a_page_at_a_time() {
     assert!(second.contains("newest runs"), "{second}");
     assert!(!second.contains("older runs"), "the last page: {second}");
 }
+
+/// A turn suspended by a replay mismatch: the instance page shows its report (the saved
+/// steps and where the code left them, what it called instead, where) with the ways out, and
+/// the restart and fork forms go through the engine, recorded as the console's.
+#[tokio::test]
+async fn a_suspended_turn_shows_its_report_and_its_ways_out() {
+    use turnwise::manifest::grammar::Saved;
+    use turnwise::manifest::CallKind;
+    use turnwise::protocol::*;
+    use turnwise::{Backend, Http};
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let api = server.api.scoped("");
+    let b = Http::connect(api.base.clone(), None).unwrap();
+    api.post(
+        "/v1/workflows/instances",
+        json!({"id": "c-1", "workflow_type": "counter", "version": "v1", "state": {"n": 0}}),
+    )
+    .await
+    .ok();
+    api.send("c-1", "m1", json!({"add": 1})).await;
+    api.send("c-1", "m2", json!({"add": 2})).await;
+    let task = b
+        .claim(ClaimRequest {
+            worker: "w".into(),
+            workflows: vec![WorkflowRef::new("counter", "v1")],
+            wait_ms: 0,
+            include_execution_credential: None,
+        })
+        .await
+        .unwrap()
+        .task
+        .unwrap();
+    let lease = Lease {
+        workflow_id: "c-1".into(),
+        turn: 1,
+        token: task.token,
+    };
+    b.checkpoint(CheckpointRequest {
+        lease: lease.clone(),
+        position: 0,
+        key: "add".into(),
+        kind: CheckpointKind::Step,
+        output: json!(1),
+        delay_ms: None,
+    })
+    .await
+    .unwrap();
+    b.fail(FailRequest {
+        lease,
+        error: "ReplayMismatch: changed".into(),
+        non_retryable: false,
+        retry_at_ms: None,
+        usage: None,
+        results: None,
+        mismatch: Some(MismatchReport {
+            version: "v1".into(),
+            position: 1,
+            saved: vec![Saved::new(CallKind::Step, "add")],
+            found: Some(Saved::new(CallKind::Sleep, "nap")),
+            at: Some("src/counter.rs:31".into()),
+            message: "position 1: the handler now calls sleep `nap`".into(),
+        }),
+    })
+    .await
+    .unwrap();
+
+    let http = client();
+    let res = http
+        .get(format!("{}/console/instance?id=c-1", api.base))
+        .send()
+        .await
+        .unwrap();
+    let cookie = res.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let csrf = cookie.split_once('=').unwrap().1.to_owned();
+    let page = res.text().await.unwrap();
+    for needle in [
+        "Turn 1 is suspended by a replay mismatch",
+        "position 1: the handler now calls sleep `nap`",
+        r#"<dd id="mismatch-found"><code>sleep `nap`</code></dd>"#,
+        r#"<dd id="mismatch-at"><code>src/counter.rs:31</code></dd>"#,
+        "<code>step `add`</code>",
+        r#"data-action="restart-last_accepted""#,
+        r#"data-action="restart-scratch""#,
+        r#"data-action="fork""#,
+        r#"data-action="cancel_turn""#,
+        r#"data-status="suspended""#,
+    ] {
+        assert!(page.contains(needle), "`{needle}` in the page: {page}");
+    }
+    let post = |path: &'static str, pairs: Vec<(&'static str, &'static str)>| {
+        let url = format!("{}{path}", api.base);
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .append_pair("csrf", &csrf)
+            .finish();
+        let req = http
+            .post(url)
+            .header(COOKIE, &cookie)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        async move {
+            let res = req.send().await.unwrap();
+            let status = res.status();
+            let to = res
+                .headers()
+                .get("location")
+                .map(|l| l.to_str().unwrap().to_owned());
+            (status, to, res.text().await.unwrap())
+        }
+    };
+    let (status, to, _) = post(
+        "/console/fork",
+        vec![("workflow_id", "c-1"), ("new_id", "c-2")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        to.as_deref(),
+        Some("/console/instance?id=c-2"),
+        "shows the fork"
+    );
+    let fork = api.get("/v1/workflows/instances/get?id=c-2").await.ok();
+    assert_eq!(fork["pending_messages"], 2, "{fork}");
+    let (status, ..) = post(
+        "/console/restart",
+        vec![
+            ("workflow_id", "c-1"),
+            ("turn", "1"),
+            ("from", "last_accepted"),
+        ],
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let inst = api.get("/v1/workflows/instances/get?id=c-1").await.ok();
+    assert_eq!(inst["status"], "queued", "{inst}");
+    let events = inst["events"].as_array().unwrap();
+    let last = &events[events.len() - 1];
+    assert_eq!(
+        (&last["action"], &last["by"]),
+        (&json!("restart_turn"), &json!("console"))
+    );
+    // Refused now that nothing is suspended: the engine's 409 as a page.
+    let (status, _, page) = post(
+        "/console/restart",
+        vec![("workflow_id", "c-1"), ("turn", "1"), ("from", "scratch")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{page}");
+    assert!(page.contains("not suspended"), "{page}");
+    let (status, _, page) = post(
+        "/console/restart",
+        vec![("workflow_id", "c-1"), ("turn", "1"), ("from", "sideways")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(page.contains("last_accepted, scratch"), "{page}");
+    let page = http
+        .get(format!("{}/console/instance?id=c-1", api.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains(r#"<section id="events">"#), "{page}");
+    assert!(
+        !page.contains("is suspended by a replay mismatch"),
+        "{page}"
+    );
+}

@@ -533,6 +533,80 @@ async fn metrics_move_with_real_work() {
     assert_eq!(turn("failed"), 2.0);
 }
 
+/// A turn suspended by a replay mismatch counts once in `turnwise_turns_suspended_total`, by
+/// workflow type; the worker's late repeat of the suspension is a lost lease and counts nothing.
+#[tokio::test]
+async fn a_suspension_counts_once() {
+    use turnwise::manifest::grammar::Saved;
+    use turnwise::manifest::CallKind;
+    use turnwise::protocol::*;
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, addr, _) = spawn(dir.path(), &["--api-token", TOKEN]);
+    let api = Api::new(format!("http://{addr}"), Some(TOKEN));
+    let http = Http::connect(format!("http://{addr}"), Some(TOKEN.to_owned())).unwrap();
+    http.create_instance(CreateInstanceRequest {
+        id: "s-1".into(),
+        workflow_type: "suspending".into(),
+        version: "v1".into(),
+        state: serde_json::Value::Null,
+        lease_ms: None,
+        max_attempts: None,
+        on_exhausted: None,
+    })
+    .await
+    .unwrap();
+    http.send_message(MessageRequest {
+        workflow_id: "s-1".into(),
+        id: "m1".into(),
+        message: serde_json::Value::Null,
+        origin: None,
+    })
+    .await
+    .unwrap();
+    let task = http
+        .claim(ClaimRequest {
+            worker: "w".into(),
+            workflows: vec![WorkflowRef::new("suspending", "v1")],
+            wait_ms: 5_000,
+            include_execution_credential: None,
+        })
+        .await
+        .unwrap()
+        .task
+        .expect("the turn is ready");
+    let suspend = FailRequest {
+        lease: Lease {
+            workflow_id: "s-1".into(),
+            turn: 1,
+            token: task.token.clone(),
+        },
+        error: "ReplayMismatch: changed".into(),
+        non_retryable: false,
+        retry_at_ms: None,
+        usage: None,
+        results: None,
+        mismatch: Some(MismatchReport {
+            version: "v1".into(),
+            position: 0,
+            saved: Vec::new(),
+            found: Some(Saved::new(CallKind::Step, "new")),
+            at: None,
+            message: "the code changed".into(),
+        }),
+    };
+    http.fail(suspend.clone()).await.unwrap();
+    assert!(http.fail(suspend).await.unwrap_err().is_lease_lost());
+    let page = scrape(&api).await;
+    assert_eq!(page.types["turnwise_turns_suspended_total"], "counter");
+    assert_eq!(
+        page.get(
+            "turnwise_turns_suspended_total",
+            &[("workflow_type", "suspending")]
+        ),
+        1.0
+    );
+}
+
 #[tokio::test]
 async fn metrics_need_the_token_unless_served_on_their_own_listener() {
     let dir = tempfile::tempdir().unwrap();

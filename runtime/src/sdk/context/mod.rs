@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::protocol::error::Error;
-use crate::protocol::{CheckpointRequest, Lease};
+use crate::protocol::{CheckpointRequest, Lease, MismatchReport};
 use crate::sdk::outcome::TurnError;
 use crate::worker_backend::WorkerBackend;
 
@@ -58,6 +58,9 @@ pub(crate) struct TurnShared {
     pub(crate) steps_max: usize,
     /// A finished step's checkpoint not sent yet (see [`Deferred`]).
     pub(crate) deferred: Mutex<Deferred>,
+    /// The replay mismatch this attempt met, once it met one: every later durable call is
+    /// refused, and the worker ends the attempt with it whatever the handler returns.
+    pub(crate) mismatch: Mutex<Option<MismatchReport>>,
 }
 
 /// A deferred checkpoint: a finished step's checkpoint not sent yet. "Deferred" is the one
@@ -85,6 +88,23 @@ pub(crate) enum Deferred {
 }
 
 impl TurnShared {
+    /// The replay mismatch this attempt met, if it met one.
+    pub(crate) fn mismatch(&self) -> Option<MismatchReport> {
+        self.mismatch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Record the attempt's replay mismatch; the first one stands (a later one follows from
+    /// it).
+    pub(crate) fn record_mismatch(&self, report: MismatchReport) {
+        self.mismatch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(report);
+    }
+
     /// Defer a finished step's checkpoint to the next durable call.
     pub(crate) fn defer(&self, save: CheckpointRequest) {
         *self.deferred.lock().unwrap_or_else(|p| p.into_inner()) = Deferred::Step(save);

@@ -17,6 +17,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::{checkpoint_of, sleep_until_opt, Interrupt, StepCtx, StepOptions, TurnShared};
+use crate::manifest::grammar::Saved;
+use crate::manifest::CallKind;
 use crate::protocol::validate;
 use crate::protocol::*;
 use crate::sdk::codec;
@@ -77,15 +79,16 @@ impl<W: Workflow> Turn<W> {
         format!("{}/{key}", self.shared.effect_prefix)
     }
 
-    /// After the handler returned: every saved entry must have been replayed. Otherwise the
-    /// permanent failure names the first entry left over and its position.
+    /// After the handler returned: every saved entry must have been replayed. Otherwise that is
+    /// a replay mismatch naming the first entry left over and its position.
     pub(crate) fn check_replayed(&self) -> Result<(), TurnError> {
         let Some(old) = self.saved.get(self.position) else {
             return Ok(());
         };
         let left = self.saved.len() - self.position;
-        Err(self.fail(
+        Err(self.mismatched(
             self.position,
+            None,
             format_args!(
                 "the saved turn has {} but the handler returned ({left} saved step(s) not replayed); \
                  keep the code of existing versions unchanged and publish changes under a new version",
@@ -95,9 +98,47 @@ impl<W: Workflow> Turn<W> {
     }
 
     fn fail(&self, position: usize, message: impl std::fmt::Display) -> TurnError {
-        TurnError::Permanent(WorkflowError::new(format!(
+        TurnError::Permanent(WorkflowError::new(self.located(position, message)))
+    }
+
+    /// `message` with the workflow, version, turn and position it is about.
+    fn located(&self, position: usize, message: impl std::fmt::Display) -> String {
+        format!(
             "workflow {} {} turn {}: position {position}: {message}",
             self.shared.workflow, self.shared.version, self.shared.lease.turn
+        )
+    }
+
+    /// A replay mismatch at `position`, where the code called `found` (`None`: it returned):
+    /// recorded in the attempt's shared state, so that it holds whatever the handler does with
+    /// the error, and answered as the error of the call.
+    fn mismatched(
+        &self,
+        position: usize,
+        found: Option<Saved>,
+        message: impl std::fmt::Display,
+    ) -> TurnError {
+        let message = self.located(position, message);
+        self.shared.record_mismatch(MismatchReport {
+            version: self.shared.version.clone(),
+            position: u32::try_from(position).unwrap_or(u32::MAX),
+            saved: self.saved.iter().map(saved_entry).collect(),
+            found,
+            at: None,
+            message: message.clone(),
+        });
+        TurnError::Permanent(WorkflowError::new(message))
+    }
+
+    /// The refusal of a durable call made after the attempt met a replay mismatch.
+    fn after_mismatch(&self, report: &MismatchReport) -> TurnError {
+        TurnError::Permanent(WorkflowError::new(format!(
+            "workflow {} {} turn {}: no durable call runs after the replay mismatch at position {}: {}",
+            self.shared.workflow,
+            self.shared.version,
+            self.shared.lease.turn,
+            report.position,
+            report.message
         )))
     }
 
@@ -110,6 +151,9 @@ impl<W: Workflow> Turn<W> {
         signal_name: Option<&str>,
     ) -> Result<Option<StepCheckpoint>, TurnError> {
         let position = self.position;
+        if let Some(report) = self.shared.mismatch() {
+            return Err(self.after_mismatch(&report));
+        }
         if !validate::is_identifier(key) {
             return Err(self.fail(
                 position,
@@ -124,6 +168,7 @@ impl<W: Workflow> Turn<W> {
                 ),
             ));
         }
+        let found = || found_entry(kind, key, signal_name);
         let Some(old) = self.saved.get(position) else {
             let limit = self.shared.steps_max;
             if position >= limit {
@@ -133,8 +178,9 @@ impl<W: Workflow> Turn<W> {
                 ));
             }
             if let Some(i) = self.saved.iter().position(|s| s.key == key) {
-                return Err(self.fail(
+                return Err(self.mismatched(
                     position,
+                    Some(found()),
                     format_args!("step key `{key}` is already saved at position {i}"),
                 ));
             }
@@ -146,10 +192,17 @@ impl<W: Workflow> Turn<W> {
             && old.delay_ms == delay_ms
             && old.signal_name.as_deref() == signal_name;
         if !matches {
-            return Err(self.fail(
+            let elsewhere = self
+                .saved
+                .iter()
+                .position(|s| s.key == key)
+                .map(|i| format!(" (`{key}` is saved at position {i})"))
+                .unwrap_or_default();
+            return Err(self.mismatched(
                 position,
+                Some(found()),
                 format_args!(
-                    "step order changed: the saved turn has {} but the code now calls {}; keep the code of existing versions unchanged and publish changes under a new version",
+                    "step order changed: the saved turn has {} but the code now calls {}{elsewhere}; keep the code of existing versions unchanged and publish changes under a new version",
                     describe(old.kind, &old.key, old.delay_ms, old.signal_name.as_deref()),
                     describe(kind, key, delay_ms, signal_name),
                 ),
@@ -476,6 +529,9 @@ impl<W: Workflow> Turn<W> {
         if let Some(&answer) = self.patches.get(id) {
             return Ok(answer);
         }
+        if let Some(report) = self.shared.mismatch() {
+            return Err(self.after_mismatch(&report));
+        }
         let key = crate::manifest::Patch::marker_key(id);
         let answer = match self.saved.get(self.position) {
             Some(saved) if saved.key == key && saved.kind == CheckpointKind::Step => {
@@ -620,6 +676,33 @@ impl<W: Workflow> Turn<W> {
         message: W::Message,
     ) -> Done<W::State, W::Reply, W::Message> {
         Done::new(state).continue_with(message)
+    }
+}
+
+/// The replay manifest's kind of a saved entry's kind.
+fn call_kind(kind: CheckpointKind) -> CallKind {
+    match kind {
+        CheckpointKind::Step => CallKind::Step,
+        CheckpointKind::Sleep => CallKind::Sleep,
+        CheckpointKind::Signal => CallKind::Signal,
+    }
+}
+
+/// A saved entry as a mismatch report lists it: key, kind and signal name, no output.
+fn saved_entry(s: &StepCheckpoint) -> Saved {
+    Saved {
+        key: s.key.clone(),
+        kind: call_kind(s.kind),
+        signal: s.signal_name.clone(),
+    }
+}
+
+/// The call the code made, as a mismatch report names it.
+fn found_entry(kind: CheckpointKind, key: &str, signal: Option<&str>) -> Saved {
+    Saved {
+        key: key.to_owned(),
+        kind: call_kind(kind),
+        signal: signal.map(str::to_owned),
     }
 }
 

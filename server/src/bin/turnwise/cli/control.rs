@@ -219,6 +219,7 @@ pub async fn control(
             workflow_id: id,
             action,
             turn,
+            by: Some(super::suspend::by_default()),
         })
         .await
         .map_err(|e| ctx.fail(e))?;

@@ -17,12 +17,21 @@ use super::{Ctx, Failure, IdArg};
 pub enum InstancesCommand {
     /// List instances by id, optionally only those of one workflow type or status.
     List(ListArgs),
-    /// Read one instance: its state, status and current turn.
+    /// Read one instance: its state, status and current turn (with the report of a turn
+    /// suspended by a replay mismatch), and its events.
     Get(IdArg),
     /// Create an instance of a workflow type and version with an initial state, checked
     /// against its registered state schema first. An identical repeat answers the existing
     /// instance; the same id with another type or version is a conflict (exit 4).
     Create(super::control::CreateArgs),
+    /// Run a turn suspended by a replay mismatch again on the instance's version: from its
+    /// last accepted step (the saved steps before the divergence are kept) or from scratch.
+    /// A turn that is not suspended is refused (exit 4); an exact repeat answers the same.
+    Restart(super::suspend::RestartArgs),
+    /// Fork an instance whose head turn is suspended into a new instance of the same version,
+    /// with its state and its unfinished messages in order (the suspended turn's from
+    /// scratch); the original stays suspended. An exact repeat answers the same fork.
+    Fork(super::suspend::ForkArgs),
 }
 
 /// `instances list`.
@@ -98,6 +107,8 @@ pub async fn instances(ctx: &Ctx, command: InstancesCommand) -> Result<(), Failu
             Ok(())
         }
         InstancesCommand::Create(args) => super::control::create(ctx, args).await,
+        InstancesCommand::Restart(args) => super::suspend::restart(ctx, args).await,
+        InstancesCommand::Fork(args) => super::suspend::fork(ctx, args).await,
     }
 }
 
@@ -209,6 +220,12 @@ fn print_instance(inst: &WorkflowInstance) {
     }
     pairs.push(("state", compact(&inst.state, 400)));
     fields(&pairs);
+    if let Some(t) = inst.current_turn.as_deref() {
+        if let Some(report) = &t.mismatch {
+            super::suspend::print_report(&inst.id, t.number, report);
+        }
+    }
+    super::suspend::print_events(&inst.events);
 }
 
 pub async fn inbox(ctx: &Ctx, args: InboxArgs) -> Result<(), Failure> {
@@ -388,6 +405,9 @@ fn print_turn(t: &WorkflowTurn) {
         pairs.push(("state after", compact(&t.state_after, 400)));
     }
     fields(&pairs);
+    if let Some(report) = &t.mismatch {
+        super::suspend::print_report(&t.workflow_id, t.number, report);
+    }
     if !t.steps.is_empty() {
         println!();
         let mut table = Table::new(&["#", "STEP", "KIND", "AT", "OUTPUT"]);

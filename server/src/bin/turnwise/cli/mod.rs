@@ -10,6 +10,7 @@ mod inspect;
 mod output;
 mod schedules;
 mod schemas;
+mod suspend;
 mod watch;
 
 use std::process::ExitCode;
@@ -24,11 +25,13 @@ use self::output::Out;
 pub const EXIT_CODES: &str = "\
 Exit codes of the client commands:
   0  done
-  1  another failure (a server error, a watched turn that failed or was cancelled)
+  1  another failure (a server error, a watched turn that failed, was cancelled or was
+     suspended)
   2  usage error or invalid input (a bad flag, JSON or id; a message or signal that does not
      match its schema; the server's 400, 413, 422)
   3  not found (no such instance, turn or schema)
-  4  conflict (a reused id with other content, a finished turn, a full inbox)
+  4  conflict (a reused id with other content, a finished turn, a full inbox, a turn that
+     is not suspended)
   5  authentication (no token, or the wrong one: --token / TURNWISE_API_TOKEN)
   6  transport or unavailable (no server at --url, a timeout, 429, 502-504, a store that
      cannot write)
@@ -75,9 +78,10 @@ impl Exit {
                 Exit::Invalid
             }
             Error::NotFound { .. } => Exit::NotFound,
-            Error::Conflict { .. } | Error::LeaseLost { .. } | Error::LimitReached { .. } => {
-                Exit::Conflict
-            }
+            Error::Conflict { .. }
+            | Error::NotSuspended { .. }
+            | Error::LeaseLost { .. }
+            | Error::LimitReached { .. } => Exit::Conflict,
             Error::Store { .. } | Error::Transport { .. } => Exit::Unavailable,
             Error::Http { status, .. } => match status {
                 401 | 403 => Exit::Auth,
@@ -229,7 +233,8 @@ pub enum Command {
     Retry(TurnArg),
     /// Move a turn that failed for good to history and go on with the next.
     Skip(TurnArg),
-    /// Cancel an unfinished turn, leaving the state unchanged.
+    /// Cancel an unfinished turn, leaving the state unchanged (a suspended turn's
+    /// cancellation is recorded on the instance's events, by $TURNWISE_BY, else $USER).
     Cancel(TurnArg),
     /// Read the workflow schemas registered with the server.
     #[command(subcommand)]
@@ -245,8 +250,8 @@ pub enum Command {
     /// The turn is by default the instance's current one (its inbox head). Its status and the
     /// running step's progress (the progress convention's phase, done, total and unit) are
     /// redrawn as they change: in place on a terminal, one line per change otherwise, one JSON
-    /// turn per line with --json. Exits 0 when the turn completes, 1 when it fails or is
-    /// cancelled, 7 when --timeout passes first.
+    /// turn per line with --json. Exits 0 when the turn completes, 1 when it fails, is
+    /// cancelled or is suspended by a replay mismatch, 7 when --timeout passes first.
     Watch(watch::WatchArgs),
 }
 

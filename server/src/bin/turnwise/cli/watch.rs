@@ -85,7 +85,7 @@ pub async fn watch(ctx: &Ctx, args: WatchArgs) -> Result<(), Failure> {
             draw(ctx, tty, &turn, &line);
             shown = line;
         }
-        if turn.status.is_outcome() {
+        if turn.status.is_settled() {
             if tty {
                 println!();
             }

@@ -31,6 +31,7 @@ enum Cancel {
     max_attempts = 5,
     lease = "1m30s",
     on_exhausted = "skip",
+    on_mismatch = "fail",
     allow_nondeterminism,
     crate = ::turnwise,
 )]
@@ -54,6 +55,7 @@ fn main() {
     assert_eq!(options.max_attempts, 5);
     assert_eq!(options.lease, std::time::Duration::from_secs(90));
     assert_eq!(options.on_exhausted, OnExhausted::Skip);
+    assert_eq!(counter.on_mismatch(), OnMismatch::Fail);
     let schema = counter.schema();
     assert_eq!(schema.signals.len(), 2);
     assert!(schema.steps.contains_key("t0") && schema.steps.contains_key("r0"));
