@@ -93,11 +93,16 @@ pub enum Route {
     GetSchedule,
     /// Pause, resume or delete a schedule (a turnwise extension).
     ControlSchedule,
+    /// Which instances of a workflow type could move to another version (a turnwise
+    /// extension).
+    CompatLive,
+    /// Move instances to another version of their workflow (a turnwise extension).
+    UpgradeInstances,
 }
 
 impl Route {
     /// Every route, grouped by path.
-    pub const ALL: [Route; 29] = [
+    pub const ALL: [Route; 31] = [
         Route::CreateInstance,
         Route::ListInstances,
         Route::GetInstance,
@@ -127,6 +132,8 @@ impl Route {
         Route::ListSchedules,
         Route::GetSchedule,
         Route::ControlSchedule,
+        Route::CompatLive,
+        Route::UpgradeInstances,
     ];
 
     /// The route's method.
@@ -134,10 +141,12 @@ impl Route {
         use Route::*;
         match self {
             ListInstances | GetInstance | InstanceInbox | TypeInbox | History | Turn | Status
-            | ListSchemas | Runs | GetRun | RunStats | ListSchedules | GetSchedule => Method::Get,
+            | ListSchemas | Runs | GetRun | RunStats | ListSchedules | GetSchedule | CompatLive => {
+                Method::Get
+            }
             CreateInstance | SendMessage | Control | Delete | Claim | Operation | Progress
             | Checkpoint | WaitSignal | Signal | Complete | Fail | Heartbeat | RegisterSchema
-            | CreateSchedule | ControlSchedule => Method::Post,
+            | CreateSchedule | ControlSchedule | UpgradeInstances => Method::Post,
         }
     }
 
@@ -171,6 +180,8 @@ impl Route {
             CreateSchedule | ListSchedules => "/v1/workflows/schedules",
             GetSchedule => "/v1/workflows/schedules/get",
             ControlSchedule => "/v1/workflows/schedules/control",
+            CompatLive => "/v1/workflows/compat",
+            UpgradeInstances => "/v1/workflows/instances/upgrade",
         }
     }
 

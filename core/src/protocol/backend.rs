@@ -118,6 +118,37 @@ pub trait Backend: Send + Sync {
         let _ = req;
         Err(no_schedules())
     }
+
+    /// Check which instances of `query.workflow_type` not on `query.to_version` could move
+    /// there now (a turnwise extension): every such instance, each with its [`Verdict`], read
+    /// from the keys, kinds and order of its saved steps and the replay manifests registered
+    /// for its version and the target, never from a payload value. Backends that keep no
+    /// manifests (an LBB server) answer [`Error::Http`](crate::Error::Http) with status 404;
+    /// the default answers the same, naming the call.
+    async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
+        let _ = query;
+        Err(not_supported("the live compatibility check"))
+    }
+    /// Move one instance, or every instance of a type that can move, to another version (a
+    /// turnwise extension). Each instance is checked again in its own conditional commit, and
+    /// moved only when that check holds; a repeat answers the recorded move and records
+    /// nothing. The default answers as [`compat_live`](Backend::compat_live)'s.
+    async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+        let _ = req;
+        Err(not_supported("upgrades"))
+    }
+}
+
+/// What a backend without versions' manifests answers for `what`.
+fn not_supported(what: &str) -> crate::Error {
+    crate::Error::Http {
+        status: 404,
+        code: "not_found".into(),
+        message: format!(
+            "this backend does not offer {what} (a turnwise extension); use an embedded engine \
+             or a turnwise server"
+        ),
+    }
 }
 
 /// What a backend without schedules answers.
@@ -223,5 +254,11 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
         req: ScheduleControlRequest,
     ) -> Result<ScheduleControlResponse> {
         (**self).control_schedule(req).await
+    }
+    async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
+        (**self).compat_live(query).await
+    }
+    async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+        (**self).upgrade_instances(req).await
     }
 }

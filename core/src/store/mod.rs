@@ -83,6 +83,24 @@ pub struct InstanceRecord {
     /// The engine folds the earliest unpaused `next_fire_ms` into `due_at_ms`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<WorkflowSchedule>,
+    /// Upgrades, resumes, restarts and forks, oldest first: at most
+    /// [`turnwise_rules::limits::INSTANCE_EVENTS`], the oldest dropped first
+    /// ([`InstanceRecord::record_event`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<InstanceEvent>,
+}
+
+impl InstanceRecord {
+    /// Keep `event`, dropping the oldest ones past
+    /// [`turnwise_rules::limits::INSTANCE_EVENTS`].
+    pub fn record_event(&mut self, event: InstanceEvent) {
+        self.events.push(event);
+        let over = self
+            .events
+            .len()
+            .saturating_sub(turnwise_rules::limits::INSTANCE_EVENTS);
+        self.events.drain(..over);
+    }
 }
 
 /// A child turn's outcome on its way to the parent turn waiting for it, as the signal the
@@ -172,6 +190,10 @@ pub struct TurnRecord {
     /// ([`WriteSet::runs`]) and clears it before the turn is written: a store never keeps it.
     #[serde(skip)]
     pub run_ending: Option<RunEnding>,
+    /// Why the turn is suspended, while it is: where its replay diverged (keys, kinds and
+    /// places, no payload value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<MismatchReport>,
 }
 
 /// How the current run of a turn ended, until the engine writes the run's summary.
@@ -236,6 +258,7 @@ impl TurnRecord {
             completion_digest: None,
             traceparent: None,
             run_ending: None,
+            mismatch: None,
         }
     }
 

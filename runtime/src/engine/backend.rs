@@ -99,6 +99,7 @@ impl Backend for Engine {
                 epoch: transitions::new_epoch(now),
                 outbox: Vec::new(),
                 schedules: Vec::new(),
+                events: Vec::new(),
             };
             if self
                 .write(
@@ -658,6 +659,14 @@ impl Backend for Engine {
         req: ScheduleControlRequest,
     ) -> Result<ScheduleControlResponse> {
         self.control_schedule_impl(req).await
+    }
+
+    async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
+        self.compat_live_impl(query).await
+    }
+
+    async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+        self.upgrade_impl(req).await
     }
 
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {

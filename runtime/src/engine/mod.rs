@@ -17,11 +17,13 @@ mod backend;
 mod children;
 mod claim;
 mod commit;
+mod compat;
 mod connect;
 mod outcomes;
 mod schedules;
 mod schemas;
 mod transitions;
+mod upgrade;
 mod wakeups;
 mod worker_routes;
 

@@ -647,7 +647,7 @@ pub(super) fn turn_view(inst: &InstanceRecord, t: &TurnRecord) -> WorkflowTurn {
         wait: t.wait.clone(),
         worker: t.worker.clone(),
         traceparent: t.traceparent.clone(),
-        mismatch: None,
+        mismatch: t.mismatch.clone(),
     }
 }
 
@@ -679,7 +679,7 @@ pub(super) fn instance_view(
         progress,
         lease_ms: Some(inst.lease_ms),
         max_attempts: Some(inst.max_attempts),
-        events: Vec::new(),
+        events: inst.events.clone(),
     }
 }
 

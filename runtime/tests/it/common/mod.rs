@@ -55,6 +55,7 @@ pub fn instance_record(ns: &str, id: &str, revision: u64) -> InstanceRecord {
         epoch: "e1".into(),
         outbox: Vec::new(),
         schedules: Vec::new(),
+        events: Vec::new(),
     }
 }
 
