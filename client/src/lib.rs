@@ -111,6 +111,8 @@ const P_RUN_STATS: &str = Route::RunStats.path();
 const P_SCHEDULES: &str = Route::CreateSchedule.path();
 const P_SCHEDULE_GET: &str = Route::GetSchedule.path();
 const P_SCHEDULE_CONTROL: &str = Route::ControlSchedule.path();
+const P_COMPAT: &str = Route::CompatLive.path();
+const P_UPGRADE: &str = Route::UpgradeInstances.path();
 
 /// Every route without parameters of its own, whose URL [`Config::fixed`] builds once.
 const FIXED_PATHS: [&str; 22] = [
@@ -861,5 +863,21 @@ impl Backend for Http {
         self.post(P_SCHEDULE_CONTROL, &req, Retry::Yes, None)
             .await?
             .decode()
+    }
+
+    /// `GET /v1/workflows/compat?workflow_type=&to_version=`, retried: one answer with every
+    /// instance checked (the route does not page).
+    async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
+        let q = vec![
+            ("workflow_type", query.workflow_type),
+            ("to_version", query.to_version),
+        ];
+        self.get(P_COMPAT, q).await
+    }
+
+    /// `POST /v1/workflows/instances/upgrade`, retried: a repeat answers the recorded move and
+    /// records nothing.
+    async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+        self.post(P_UPGRADE, &req, Retry::Yes, None).await?.decode()
     }
 }

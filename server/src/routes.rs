@@ -54,6 +54,8 @@ fn handler(route: Route) -> MethodRouter<AppState> {
         Route::ListSchedules => on(method, list_schedules),
         Route::GetSchedule => on(method, get_schedule),
         Route::ControlSchedule => on(method, control_schedule),
+        Route::CompatLive => on(method, compat_live),
+        Route::UpgradeInstances => on(method, upgrade_instances),
     }
 }
 
@@ -164,6 +166,24 @@ async fn control_schedule(
     Body(req): Body<ScheduleControlRequest>,
 ) -> ApiResult<Json<ScheduleControlResponse>> {
     Ok(Json(engine.control_schedule(req).await?))
+}
+
+// ---- versions (a turnwise extension) -------------------------------------------------------
+
+/// Every instance of the type not on the target, each with its verdict (not paged).
+async fn compat_live(
+    Ns(engine): Ns,
+    Query(q): Query<LiveCompatQuery>,
+) -> ApiResult<Json<LiveCompat>> {
+    Ok(Json(engine.compat_live(q).await?))
+}
+
+/// Each instance is checked again, and moved, in its own conditional commit.
+async fn upgrade_instances(
+    Ns(engine): Ns,
+    Body(req): Body<UpgradeRequest>,
+) -> ApiResult<Json<UpgradeResponse>> {
+    Ok(Json(engine.upgrade_instances(req).await?))
 }
 
 async fn inbox(Ns(engine): Ns, Query(q): Query<InboxQuery>) -> ApiResult<Json<InboxResponse>> {

@@ -37,6 +37,8 @@ const METHODS: &[(&str, Route)] = &[
     ("get_schedule", Route::GetSchedule),
     ("list_schedules", Route::ListSchedules),
     ("control_schedule", Route::ControlSchedule),
+    ("compat_live", Route::CompatLive),
+    ("upgrade_instances", Route::UpgradeInstances),
 ];
 
 /// Methods that share a route with another method, and why.

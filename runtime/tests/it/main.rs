@@ -43,6 +43,7 @@ mod test_schedules;
 mod test_signals;
 mod test_steps;
 mod test_transact;
+mod test_upgrade;
 mod test_versions;
 mod test_worker;
 mod worker_errors;
