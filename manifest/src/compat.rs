@@ -127,6 +127,108 @@ impl Comparison {
     }
 }
 
+/// The check of a whole set of manifests against a baseline, as `turnwise compat --baseline`
+/// runs it: every comparison, and the worst class among them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The worst class of all comparisons ([`Class::Safe`] when there are none).
+    pub class: Class,
+    /// The comparisons, by name and versions.
+    pub comparisons: Vec<Comparison>,
+}
+
+impl Report {
+    /// The report as canonical JSON, for `--json`.
+    pub fn to_json(&self) -> String {
+        crate::canonical_json(&serde_json::to_value(self).unwrap_or(Value::Null))
+    }
+
+    /// The report for people: each comparison ([`render_text`]), then a summary line.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        for c in &self.comparisons {
+            out.push_str(&render_text(c));
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+        let n = self.comparisons.len();
+        out.push_str(&format!(
+            "{n} comparison{}: {}\n",
+            if n == 1 { "" } else { "s" },
+            self.class
+        ));
+        out
+    }
+}
+
+/// Compare the `current` manifests with a `baseline` (what is deployed, e.g. the manifests of
+/// the last release). For each workflow version in the baseline:
+///
+/// - the same version in `current` is compared with it: the code of a version that turns in
+///   flight replay was changed in place;
+/// - each version of the same workflow in `current` that the baseline does not have is
+///   compared with it: instances on the old version would be upgraded to it;
+/// - a version missing from `current` while no new version replaces it is reported for review:
+///   instances on it would have no code to run on.
+///
+/// Workflows only in `current` are new and have nothing to compare with.
+pub fn compare_sets(baseline: &[Manifest], current: &[Manifest]) -> Report {
+    let has = |set: &[Manifest], name: &str, version: &str| {
+        set.iter().any(|m| m.name == name && m.version == version)
+    };
+    let mut comparisons = Vec::new();
+    for old in baseline {
+        let same = current
+            .iter()
+            .find(|m| m.name == old.name && m.version == old.version);
+        if let Some(new) = same {
+            comparisons.push(compare(old, new));
+        }
+        let added: Vec<&Manifest> = current
+            .iter()
+            .filter(|m| m.name == old.name && !has(baseline, &m.name, &m.version))
+            .collect();
+        for new in &added {
+            comparisons.push(compare(old, new));
+        }
+        if same.is_none() && added.is_empty() {
+            comparisons.push(removed(old));
+        }
+    }
+    comparisons.sort_by(|a, b| (&a.name, &a.from, &a.to).cmp(&(&b.name, &b.from, &b.to)));
+    let class = comparisons
+        .iter()
+        .map(|c| c.class)
+        .max()
+        .unwrap_or(Class::Safe);
+    Report { class, comparisons }
+}
+
+/// A baseline version no longer among the current manifests, with no new version of its
+/// workflow either.
+fn removed(old: &Manifest) -> Comparison {
+    Comparison {
+        name: old.name.clone(),
+        from: old.version.clone(),
+        to: old.version.clone(),
+        class: Class::Review,
+        findings: vec![Finding {
+            class: Class::Review,
+            what: format!(
+                "version `{}` of `{}` is in the baseline but not among the current manifests: instances on it would have no code to run on",
+                old.version, old.name
+            ),
+            prefix: Vec::new(),
+            at: None,
+            fix: format!(
+                "keep `{}` `{}` registered with the worker and its manifest committed until no instance runs it (`turnwise compat --url .. --to <version>` then upgrade them)",
+                old.name, old.version
+            ),
+        }],
+    }
+}
+
 /// Compare the `old` manifest of a workflow with the `new` one: can new code take over the
 /// turns in flight of old code and read what they saved? See the [module](self) for the rules.
 pub fn compare(old: &Manifest, new: &Manifest) -> Comparison {
@@ -815,6 +917,54 @@ mod tests {
     use super::*;
     use crate::Patch;
     use serde_json::json;
+
+    fn version(name: &str, v: &str, grammar: Node) -> Manifest {
+        Manifest::new(name, v, grammar)
+    }
+
+    #[test]
+    fn a_set_is_compared_in_place_and_along_each_new_version() {
+        let v1 = version("order", "v1", seq(vec![step("a", 1), sleep("nap", 2)]));
+        let v1_changed = version(
+            "order",
+            "v1",
+            seq(vec![step("a", 1), step("x", 2), sleep("nap", 3)]),
+        );
+        let v2 = version(
+            "order",
+            "v2",
+            seq(vec![step("a", 1), sleep("nap", 2), step("b", 3)]),
+        );
+        let other = version("refund", "v1", seq(vec![step("r", 1)]));
+        let report = compare_sets(std::slice::from_ref(&v1), &[v1_changed, v2, other]);
+        let pairs: Vec<(&str, &str, Class)> = report
+            .comparisons
+            .iter()
+            .map(|c| (c.from.as_str(), c.to.as_str(), c.class))
+            .collect();
+        assert_eq!(
+            pairs,
+            [("v1", "v1", Class::NeedsPatch), ("v1", "v2", Class::Safe)]
+        );
+        assert_eq!(report.class, Class::NeedsPatch);
+        let text = report.to_text();
+        assert!(text.contains("order v1 → v1: needs-patch"), "{text}");
+        assert!(text.ends_with("2 comparisons: needs-patch\n"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(json["class"], "needs-patch");
+        assert_eq!(json["comparisons"][1]["class"], "safe");
+    }
+
+    #[test]
+    fn a_version_dropped_without_a_successor_is_for_review() {
+        let v1 = version("order", "v1", seq(vec![step("a", 1)]));
+        let report = compare_sets(std::slice::from_ref(&v1), &[]);
+        assert_eq!(report.class, Class::Review);
+        assert!(report.comparisons[0].findings[0]
+            .what
+            .contains("no code to run on"));
+        assert_eq!(compare_sets(&[], &[v1]).class, Class::Safe);
+    }
 
     fn at(line: u32) -> String {
         format!("src/order.rs:{line}")

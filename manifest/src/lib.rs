@@ -34,6 +34,8 @@
 //! ```
 
 #![forbid(unsafe_code)]
+// One job per function: clippy.toml sets the limit at 100 lines.
+#![warn(clippy::too_many_lines)]
 
 pub mod files;
 

@@ -3,6 +3,7 @@
 use proc_macro2::{Span, TokenStream};
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
 use syn::{LitStr, Token};
 
 use crate::args::{self, Seen};
@@ -20,6 +21,7 @@ pub(crate) const KNOWN: &[&str] = &[
     "lease",
     "on_exhausted",
     "allow_nondeterminism",
+    "frozen",
     "codec",
     "crate",
 ];
@@ -41,6 +43,8 @@ pub(crate) struct WorkflowArgs {
     pub(crate) on_exhausted: Option<syn::Ident>,
     /// `allow_nondeterminism`: skip the replay-determinism checks of the body.
     pub(crate) allow_nondeterminism: bool,
+    /// `frozen`: the body's shape must match the version's committed manifest (its token).
+    pub(crate) frozen: Option<Span>,
     /// `codec = Path`: the codec type (default `JsonCodec`).
     pub(crate) codec: Option<syn::Path>,
     /// `crate = path`: where `turnwise` is.
@@ -48,6 +52,21 @@ pub(crate) struct WorkflowArgs {
 }
 
 impl WorkflowArgs {
+    /// The workflow's name on the wire: `name = ".."`, or the function's name `ident`.
+    pub(crate) fn name_or(&self, ident: &syn::Ident) -> String {
+        self.name.as_ref().map_or_else(
+            || ident.to_string().trim_start_matches("r#").to_owned(),
+            LitStr::value,
+        )
+    }
+
+    /// The version: `version = ".."`, or `v1`.
+    pub(crate) fn version_or_default(&self) -> String {
+        self.version
+            .as_ref()
+            .map_or_else(|| "v1".to_owned(), LitStr::value)
+    }
+
     pub(crate) fn parse(cx: &Ctxt, tokens: TokenStream) -> Self {
         let mut out = WorkflowArgs::default();
         let tokens = args::positional(cx, tokens, "#[workflow]", |lit| match lit {
@@ -84,6 +103,10 @@ impl WorkflowArgs {
                 out.on_exhausted = on_exhausted(cx, &meta);
             } else if meta.path.is_ident("allow_nondeterminism") {
                 out.allow_nondeterminism = args::flag(cx, &meta);
+            } else if meta.path.is_ident("frozen") {
+                if args::flag(cx, &meta) {
+                    out.frozen = Some(meta.path.span());
+                }
             } else if meta.path.is_ident("codec") {
                 out.codec = codec(cx, &meta);
             } else if meta.path.is_ident("crate") {

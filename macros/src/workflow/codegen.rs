@@ -125,14 +125,8 @@ pub(crate) fn generate(
     let deps_ty = wf.deps.as_ref().map(|(_, ty)| ty);
     let the_struct = struct_item(item, deps_ty);
 
-    let name = args.name.as_ref().map_or_else(
-        || ident.to_string().trim_start_matches("r#").to_owned(),
-        syn::LitStr::value,
-    );
-    let version = args
-        .version
-        .as_ref()
-        .map_or_else(|| "v1".to_owned(), syn::LitStr::value);
+    let name = args.name_or(ident);
+    let version = args.version_or_default();
 
     let signals = &args.signals;
     let accepts = accepts(p, ident, signals.iter().chain(&info.unaccepted));

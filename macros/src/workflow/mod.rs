@@ -7,6 +7,7 @@ mod ast;
 mod body;
 mod check;
 mod codegen;
+mod frozen;
 mod repair;
 
 use proc_macro2::TokenStream;
@@ -63,9 +64,15 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         allow_nondeterminism: args.allow_nondeterminism,
     };
     let info = body::analyze(&cx, &settings, &item.block);
+    let frozen = args.frozen.map(|token| {
+        let ident = &item.sig.ident;
+        let (name, version) = (args.name_or(ident), args.version_or_default());
+        frozen::check(&cx, (&name, &version), &info.grammar, token, ident.span())
+    });
     // Body checks do not stop the expansion: the generated code is complete, so only the
     // checks' own errors are reported.
-    let out = codegen::generate(&private, &args, &wf, &info);
+    let mut out = codegen::generate(&private, &args, &wf, &info);
+    out.extend(frozen);
     match cx.check() {
         Ok(()) => out,
         Err(e) => {

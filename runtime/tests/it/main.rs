@@ -13,6 +13,7 @@ mod backend_routes;
 #[cfg(feature = "test-util")]
 mod child_crash;
 mod claim_wakeups;
+mod compat_fixtures;
 mod connect;
 mod crash;
 mod embedded_schemas;

@@ -1373,3 +1373,58 @@ async fn schedules_commands() {
         .failed(3);
     assert_eq!(missing["code"], "not_found", "{missing}");
 }
+
+/// `manifest`: the replay manifests workers registered with their schemas are written as the
+/// files a crate commits; a manifest of another workflow than its document is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifest_writes_the_registered_replay_manifests() {
+    use turnwise::manifest::{files, Call, CallKind, Manifest, Node};
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("manifests");
+    let out_arg = out.to_str().unwrap();
+    let text = turnwise(base, None, &["manifest", "--out", out_arg]).await;
+    assert!(
+        text.text().starts_with("no replay manifests registered"),
+        "{text:#?}"
+    );
+
+    let manifest = Manifest::new(
+        "counter",
+        "v1",
+        Node::Seq(vec![Node::Call(Call::new(
+            CallKind::Step,
+            "add",
+            "src/counter.rs:9",
+        ))]),
+    );
+    let mut doc = counter_schema();
+    doc.manifest = Some(manifest.clone());
+    http.register_schema(&doc).await.unwrap();
+    let text = turnwise(base, None, &["manifest", "--out", out_arg]).await;
+    assert!(text.text().contains("1 manifest in"), "{text:#?}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("counter.v1.json")).unwrap(),
+        manifest.to_canonical_json()
+    );
+    files::check(&out, [manifest.clone()]).unwrap();
+    // Unchanged: nothing written again.
+    let again = turnwise(base, None, &["manifest", "--out", out_arg, "--json"])
+        .await
+        .json();
+    assert_eq!(again["manifests"], 1);
+    assert_eq!(again["written"], json!([]));
+
+    let mut wrong = counter_schema();
+    wrong.version = "v2".into();
+    wrong.manifest = Some(manifest);
+    let e = http.register_schema(&wrong).await.unwrap_err();
+    assert_eq!(e.param(), Some("manifest"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("register each version's own manifest"),
+        "{e}"
+    );
+}

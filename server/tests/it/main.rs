@@ -8,6 +8,7 @@ mod common;
 mod accepted_values;
 mod backup;
 mod cli;
+mod compat_cli;
 mod config;
 mod console_auth;
 mod console_browser;

@@ -27,6 +27,7 @@ use std::process::ExitCode;
 
 mod backup;
 mod cli;
+mod compat;
 mod config;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -59,6 +60,8 @@ enum Command {
     Serve(Box<config::ServeArgs>),
     /// Copy a SQLite store into a new file, safely while a server runs on it.
     Backup(backup::BackupArgs),
+    /// Check changed workflow code against the deployed replay manifests, for CI.
+    Compat(compat::CompatArgs),
     #[command(flatten)]
     Client(cli::Command),
 }
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
     }
     let job = match cli.command {
         Command::Backup(args) => return backup::run(args),
+        Command::Compat(args) => return compat::run(args),
         Command::Serve(_) if cli::client_flag_given(&matches).is_some() => {
             let flag = cli::client_flag_given(&matches).unwrap_or_default();
             eprintln!(

@@ -234,6 +234,9 @@ pub enum Command {
     /// Read the workflow schemas registered with the server.
     #[command(subcommand)]
     Schemas(schemas::SchemasCommand),
+    /// Write the replay manifests workers registered with the server, as the files a crate
+    /// commits under turnwise/manifests/ (see `turnwise compat`).
+    Manifest(schemas::ManifestArgs),
     /// List, read, pause, resume or delete schedules (delayed messages and recurring firings).
     #[command(subcommand)]
     Schedules(schedules::SchedulesCommand),
@@ -339,6 +342,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), Failure> {
         Command::Skip(a) => control::control(ctx, a.id, A::Skip, Some(a.turn)).await,
         Command::Cancel(a) => control::control(ctx, a.id, A::CancelTurn, Some(a.turn)).await,
         Command::Schemas(c) => schemas::run(ctx, c).await,
+        Command::Manifest(args) => schemas::manifest(ctx, args).await,
         Command::Schedules(c) => schedules::run(ctx, c).await,
         Command::Watch(a) => watch::watch(ctx, a).await,
     }

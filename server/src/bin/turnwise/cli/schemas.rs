@@ -170,6 +170,65 @@ async fn export(ctx: &Ctx, args: ExportArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `manifest`: the replay manifests workers registered, written as the files a crate commits.
+#[derive(Args, Debug)]
+pub struct ManifestArgs {
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// The directory to write them to, one `<name>.<version>.json` each (created if missing).
+    #[arg(long, value_name = "DIR", default_value = turnwise::manifest::DIR)]
+    out: PathBuf,
+}
+
+/// Write the registered manifests to `--out`, naming each file written.
+pub async fn manifest(ctx: &Ctx, args: ManifestArgs) -> Result<(), Failure> {
+    let docs = ctx
+        .http
+        .list_schemas(args.filter.workflow_type.as_deref())
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    let mut manifests = Vec::new();
+    for doc in docs {
+        let Some(m) = doc.get("manifest").filter(|m| !m.is_null()) else {
+            continue;
+        };
+        let m = turnwise::manifest::Manifest::from_json(&m.to_string()).map_err(|e| {
+            Failure::new(
+                super::Exit::Other,
+                format!(
+                    "the manifest of {} {} on the server: {e}",
+                    text(&doc["workflow_type"]),
+                    text(&doc["version"])
+                ),
+            )
+        })?;
+        manifests.push(m);
+    }
+    let count = manifests.len();
+    let written = turnwise::manifest::files::write_dir(&args.out, manifests)
+        .map_err(|e| Failure::new(super::Exit::Other, e.to_string()))?;
+    if ctx.out.json {
+        ctx.out.print_json(&json!({
+            "manifests": count,
+            "written": written,
+            "dir": args.out,
+        }));
+    } else if count == 0 {
+        println!("no replay manifests registered: nothing written (workers register them with their schemas)");
+    } else {
+        for file in &written {
+            println!("wrote {}", file.display());
+        }
+        println!(
+            "{count} manifest{} in {}, {} changed",
+            if count == 1 { "" } else { "s" },
+            args.out.display(),
+            written.len()
+        );
+    }
+    Ok(())
+}
+
 /// A string field, or `?` when the server sent none.
 fn text(v: &Value) -> String {
     v.as_str().unwrap_or("?").to_owned()

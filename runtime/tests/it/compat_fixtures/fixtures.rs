@@ -1,0 +1,469 @@
+//! The fixtures' workflows: `base` and the other starting points, and one module per change.
+//! Each is a workflow `f` named `order` (v1 unless the change is a new version).
+
+#![allow(clippy::unused_async)]
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use turnwise::prelude::*;
+
+pub const HOUR: Duration = Duration::from_secs(3600);
+
+/// The state of most fixtures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct S {
+    pub n: u64,
+}
+
+async fn one() -> Result<u64, TurnError> {
+    Ok(1)
+}
+
+pub mod base {
+    use super::*;
+    /// `a` → `nap` → `b`.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod layout {
+    use super::*;
+    /// `base` with comments and another layout.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        // First the amount.
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+
+        // Then wait an hour.
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod rename {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("amount", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod insert_before {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        ctx.step("x", |_| one()).await?;
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod insert_between {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.step("x", |_| one()).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod insert_after {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        let c = ctx.step("c", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b + c }).reply(a))
+    }
+}
+
+pub mod reorder {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        ctx.sleep("nap", HOUR).await?;
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod remove_last {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+pub mod kind_change {
+    use super::*;
+    /// `b` was a step and is now a sleep.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        ctx.sleep("b", HOUR).await?;
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+pub mod new_branch {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        if a > 100 {
+            ctx.step("review", |_| one()).await?;
+        }
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod branchy {
+    use super::*;
+    /// `a` → `nap` → `big` when the amount is over 100.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        if a > 100 {
+            ctx.step("big", |_| one()).await?;
+        }
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+pub mod else_added {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        if a > 100 {
+            ctx.step("big", |_| one()).await?;
+        } else {
+            ctx.step("small", |_| one()).await?;
+        }
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+pub mod condition_changed {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        if a > 50 {
+            ctx.step("big", |_| one()).await?;
+        }
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+pub mod input_changed {
+    use super::*;
+    /// The sleep is as long, but computed from another value.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", Duration::from_secs(60 * 60)).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod looped {
+    use super::*;
+    /// One step per unit of the amount (at most 3), then a sleep.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        for i in 0..m.min(3) {
+            ctx.step(format!("item-{i}"), |_| one()).await?;
+        }
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + m }).reply(m))
+    }
+}
+
+pub mod loop_key_changed {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        for i in 0..m.min(3) {
+            ctx.step(format!("row-{i}"), |_| one()).await?;
+        }
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + m }).reply(m))
+    }
+}
+
+pub mod grouped {
+    use super::*;
+    /// Two steps in parallel, then a sleep.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let (l, r) = ctx
+            .parallel()
+            .step("left", |_| one())
+            .step("right", |_| one())
+            .await?;
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + l + r }).reply(m))
+    }
+}
+
+pub mod member_added {
+    use super::*;
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let (l, c, r) = ctx
+            .parallel()
+            .step("left", |_| one())
+            .step("centre", |_| one())
+            .step("right", |_| one())
+            .await?;
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + l + c + r }).reply(m))
+    }
+}
+
+pub mod optional_field {
+    use super::*;
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub struct S2 {
+        pub n: u64,
+        #[serde(default)]
+        pub note: Option<String>,
+    }
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S2, m: u64) -> Result<Done<S2, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S2 {
+            n: s.n + a + b,
+            ..s
+        })
+        .reply(a))
+    }
+}
+
+pub mod required_field {
+    use super::*;
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub struct S2 {
+        pub n: u64,
+        pub owner: String,
+    }
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S2, m: u64) -> Result<Done<S2, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S2 {
+            n: s.n + a + b,
+            ..s
+        })
+        .reply(a))
+    }
+}
+
+/// The messages of the message fixtures.
+pub mod enum_message {
+    use super::*;
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub enum Msg {
+        Pay(u64),
+        Refund(u64),
+    }
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: Msg) -> Result<Done<S, u64>, TurnError> {
+        let amount = match m {
+            Msg::Pay(n) | Msg::Refund(n) => n,
+        };
+        let a = ctx.step("a", move |_| async move { Ok(amount) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+pub mod variant_removed {
+    use super::*;
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub enum Msg {
+        Pay(u64),
+    }
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: Msg) -> Result<Done<S, u64>, TurnError> {
+        let Msg::Pay(amount) = m;
+        let a = ctx.step("a", move |_| async move { Ok(amount) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+pub mod variant_added {
+    use super::*;
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub enum Msg {
+        Pay(u64),
+        Refund(u64),
+        Void,
+    }
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: Msg) -> Result<Done<S, u64>, TurnError> {
+        let amount = match m {
+            Msg::Pay(n) | Msg::Refund(n) => n,
+            Msg::Void => 0,
+        };
+        let a = ctx.step("a", move |_| async move { Ok(amount) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+/// The signal of the signal fixtures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Signal)]
+#[signal(name = "approval")]
+pub struct Approval {
+    pub ok: bool,
+}
+
+pub mod waiting {
+    use super::*;
+    /// `a`, then a wait for an approval.
+    #[workflow(name = "order", signals(Approval))]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let ok = ctx.wait_for_signal::<Approval>("approve", HOUR).await?;
+        let n = if ok.is_some_and(|o| o.ok) { a } else { 0 };
+        Ok(Done::new(S { n: s.n + n }).reply(a))
+    }
+}
+
+pub mod signal_changed {
+    use super::*;
+    /// The approval now names who approved, and must.
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Signal)]
+    #[signal(name = "approval")]
+    pub struct Approval {
+        pub ok: bool,
+        pub by: String,
+    }
+    #[workflow(name = "order", signals(Approval))]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let ok = ctx.wait_for_signal::<Approval>("approve", HOUR).await?;
+        let n = if ok.is_some_and(|o| o.ok) { a } else { 0 };
+        Ok(Done::new(S { n: s.n + n }).reply(a))
+    }
+}
+
+pub mod signal_added {
+    use super::*;
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Signal)]
+    #[signal(name = "cancel")]
+    pub struct Cancel;
+    #[workflow(name = "order", signals(Approval, Cancel))]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let ok = ctx.wait_for_signal::<Approval>("approve", HOUR).await?;
+        let n = if ok.is_some_and(|o| o.ok) { a } else { 0 };
+        Ok(Done::new(S { n: s.n + n }).reply(a))
+    }
+}
+
+pub mod typed {
+    use super::*;
+    /// `base` with `a`'s output type written out, so that its schema is in the manifest.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx
+            .step::<u64, _, _>("a", move |_| async move { Ok(m) })
+            .await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod output_changed {
+    use super::*;
+    /// `a` now saves the amount as text.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx
+            .step::<String, _, _>("a", move |_| async move { Ok(m.to_string()) })
+            .await?;
+        let a: u64 = a.parse().unwrap_or(0);
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod patch_added {
+    use super::*;
+    /// `base` with a check inserted before the sleep, behind a patch.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        if ctx.patched("check").await? {
+            ctx.step("x", |_| one()).await?;
+        }
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod patch_removed {
+    use super::*;
+    /// The patch taken out, keeping the new branch: turns saved before it, or with its
+    /// marker, no longer replay.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.step("x", |_| one()).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod next_version {
+    use super::*;
+    /// v2: `base` with a final step; instances of v1 upgrade to it.
+    #[workflow(name = "order", version = "v2")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |_| one()).await?;
+        let c = ctx.step("receipt", |_| one()).await?;
+        Ok(Done::new(S { n: s.n + a + b + c }).reply(a))
+    }
+}
