@@ -4,7 +4,7 @@
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
 //! [`control`], [`limits`], [`parallel`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
-//! [`outcomes`], [`schedules`], [`validation`], [`brief`], [`chained`]). A case
+//! [`outcomes`], [`schedules`], [`validation`], [`brief`], [`chained`], [`versions`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
 //! After every refusal it re-reads the instance to prove nothing was written.
@@ -49,6 +49,7 @@ pub mod schedules;
 pub mod signals;
 pub mod steps;
 pub mod validation;
+pub mod versions;
 
 #[doc(hidden)]
 pub use turnwise as __turnwise;
@@ -268,6 +269,12 @@ macro_rules! conformance_tests {
                 recurring_firings_have_deterministic_ids,
                 catch_up_after_downtime,
                 schedule_reads_and_control,
+            }
+            versions {
+                live_check_verdicts,
+                upgrade_moves_the_movable,
+                upgrade_checks_the_instance_again,
+                upgrade_request_rules,
             }
             validation {
                 invalid_identifiers,

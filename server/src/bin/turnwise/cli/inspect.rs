@@ -12,7 +12,7 @@ use turnwise::Backend;
 use super::output::{self, compact, fields, opt, time, Table};
 use super::{Ctx, Failure, IdArg};
 
-/// `instances list`, `instances get` and `instances create`.
+/// `instances list`, `instances get`, `instances create` and `instances upgrade`.
 #[derive(Subcommand, Debug)]
 pub enum InstancesCommand {
     /// List instances by id, optionally only those of one workflow type or status.
@@ -23,6 +23,11 @@ pub enum InstancesCommand {
     /// against its registered state schema first. An identical repeat answers the existing
     /// instance; the same id with another type or version is a conflict (exit 4).
     Create(super::control::CreateArgs),
+    /// Move an instance to another version of its workflow, or with `--workflow NAME
+    /// --all-upgradable` every instance of the type that can move (`turnwise compat --workflow
+    /// NAME --to VERSION` tells which). Each is checked again, and moved, in its own commit; a
+    /// suspended turn the new version accepts is resumed. Exits 4 when any was refused.
+    Upgrade(super::versions::UpgradeArgs),
 }
 
 /// `instances list`.
@@ -98,6 +103,7 @@ pub async fn instances(ctx: &Ctx, command: InstancesCommand) -> Result<(), Failu
             Ok(())
         }
         InstancesCommand::Create(args) => super::control::create(ctx, args).await,
+        InstancesCommand::Upgrade(args) => super::versions::upgrade(ctx, args).await,
     }
 }
 
