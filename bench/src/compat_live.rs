@@ -1,7 +1,8 @@
 //! The live compatibility check (`Backend::compat_live`) over a store of many instances, and
 //! the bulk upgrade after it.
 //!
-//! The store: `n` instances of `order` v1 in a SQLite file (synchronous=FULL), made through
+//! The store: `n` instances of `order` v1 in a SQLite file (synchronous=FULL; or with `--store`
+//! a fresh PostgreSQL schema, or memory), made through
 //! the protocol by 32 tasks, with the engine's clock stopped so that nothing they leave waiting
 //! becomes due (and no lease runs out). By `i % 20`: 8 in 20 idle, 1 with a message queued and never claimed, 5 asleep
 //! mid-turn (`reserve`, `settle`), 3 waiting for a signal (`reserve`, `approval`), 2 backing
@@ -18,10 +19,11 @@ use serde_json::{json, Value};
 use turnwise::clock::ManualClock;
 use turnwise::manifest::{Alt, Call, CallKind, Manifest, Node};
 use turnwise::protocol::*;
-use turnwise::store::{SqliteOptions, SqliteStore, Synchronous};
+use turnwise::store::{MemoryStore, PostgresStore, SqliteOptions, SqliteStore, Store, Synchronous};
+use turnwise::testing::TestPostgres;
 use turnwise::{Backend, Engine, EngineConfig, Error};
 
-use crate::engine_load::{reach, Transport};
+use crate::engine_load::{reach, StoreKind, Transport};
 
 /// Tasks that make the instances.
 const MAKERS: usize = 32;
@@ -266,13 +268,66 @@ async fn time_checks(backend: &dyn Backend) -> Result<(Vec<Duration>, LiveCompat
         .ok_or_else(|| Error::store("no run of the check"))
 }
 
-/// The phase: make `n` instances in a SQLite file at `path`, time the check (and over HTTP
-/// when `http`), then the bulk upgrade.
-pub async fn run(path: &Path, n: usize, http: bool) -> Result<CompatResult, Error> {
-    let options = SqliteOptions::default().with_synchronous(Synchronous::Full);
-    let store = SqliteStore::open_with(path, options.clone()).await?;
+/// Where the phase's instances are kept: a SQLite file, a fresh PostgreSQL schema (kept until
+/// the phase ends), or memory.
+struct Place {
+    kind: StoreKind,
+    path: std::path::PathBuf,
+    postgres: Option<TestPostgres>,
+    memory: Option<Arc<MemoryStore>>,
+}
+
+impl Place {
+    async fn new(kind: StoreKind, path: &Path) -> Result<Self, Error> {
+        let postgres = match kind {
+            StoreKind::Postgres => Some(
+                TestPostgres::start("bench_compat")
+                    .await
+                    .ok_or_else(|| Error::store("no PostgreSQL to benchmark (see above)"))?,
+            ),
+            _ => None,
+        };
+        let memory = (kind == StoreKind::Memory).then(|| Arc::new(MemoryStore::new()));
+        Ok(Place {
+            kind,
+            path: path.to_owned(),
+            postgres,
+            memory,
+        })
+    }
+
+    /// The store, opened (again): a new handle, with an empty cache, on the same data.
+    async fn open(&self) -> Result<Arc<dyn Store>, Error> {
+        if let Some(schema) = &self.postgres {
+            let options = schema.options().with_pool_size(16);
+            return Ok(Arc::new(
+                PostgresStore::connect_with(&schema.url(), options).await?,
+            ));
+        }
+        if let Some(memory) = &self.memory {
+            return Ok(memory.clone());
+        }
+        let options = SqliteOptions::default()
+            .with_synchronous(Synchronous::Full)
+            .with_sync_thread(self.kind == StoreKind::Sqlite);
+        Ok(Arc::new(SqliteStore::open_with(&self.path, options).await?))
+    }
+}
+
+/// The phase: make `n` instances in a store of `kind` (a SQLite file at `path`), time the
+/// check (and over HTTP when `http`), then the bulk upgrade.
+pub async fn run(
+    kind: StoreKind,
+    path: &Path,
+    n: usize,
+    http: bool,
+) -> Result<CompatResult, Error> {
+    let place = Place::new(kind, path).await?;
     let clock = ManualClock::default();
-    let engine = Engine::new(store, clock.clone(), EngineConfig::default());
+    let open = |store: Arc<dyn Store>| {
+        Engine::from_parts(store, Arc::new(clock.clone()), EngineConfig::default())
+    };
+    let engine = open(place.open().await?);
     register(&engine).await?;
     let started = Instant::now();
     on_tasks(&engine, move |e, t| create(e, t, n)).await?;
@@ -288,8 +343,7 @@ pub async fn run(path: &Path, n: usize, http: bool) -> Result<CompatResult, Erro
     }
     // A restarted process: the store opened again, its cache of decoded instances empty.
     drop(engine);
-    let store = SqliteStore::open_with(path, options).await?;
-    let engine = Engine::new(store, clock, EngineConfig::default());
+    let engine = open(place.open().await?);
     let started = Instant::now();
     let reopened = engine
         .compat_live(LiveCompatQuery {

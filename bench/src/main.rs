@@ -457,9 +457,15 @@ fn run(args: &Args) -> Result<(), BoxError> {
 fn run_compat(runtime: &tokio::runtime::Runtime, args: &Args, dir: &Path) -> Result<(), BoxError> {
     let n = args.compat_instances;
     println!();
-    println!("## 9. The live compatibility check: {n} instances of `order` v1 → v2, SqliteStore (synchronous=FULL)");
+    let store = match args.store {
+        StoreKind::Postgres => "PostgresStore (a fresh schema)",
+        StoreKind::Memory => "MemoryStore",
+        _ => "SqliteStore (synchronous=FULL)",
+    };
+    println!("## 9. The live compatibility check: {n} instances of `order` v1 → v2, {store}");
     println!();
-    let r = runtime.block_on(compat_live::run(&dir.join("compat.db"), n, args.http))?;
+    let path = dir.join("compat.db");
+    let r = runtime.block_on(compat_live::run(args.store, &path, n, args.http))?;
     let c = r.counts;
     println!(
         "Made in {:.1} s. Verdicts: {} upgradable, {} upgradable-after-turn, {} resumable, {} pinned.",
