@@ -138,8 +138,8 @@ fn already_on(inst: &InstanceRecord, to_version: &str) -> Moved {
 }
 
 /// Move `inst` (and its unfinished turns, which run on the instance's version) to
-/// `to_version`: a suspended head is resumed, queued again with its report cleared. Records
-/// the event and answers it.
+/// `to_version` (which may be its own version, to resume a suspended head): a suspended head
+/// is resumed, queued again with its report cleared. Records the event and answers it.
 fn move_to(
     inst: &mut InstanceRecord,
     head: Option<&mut TurnRecord>,
@@ -329,12 +329,19 @@ impl Engine {
                     judge.workflow_type()
                 )));
             }
-            if inst.version == to_version {
-                return Ok(already_on(&inst, to_version));
-            }
             let read_rev = inst.revision;
             let now = self.now();
+            let on_target = inst.version == to_version;
             let (mut inst, mut head, mut turns) = self.settled(inst).await?;
+            let suspended = head
+                .as_ref()
+                .is_some_and(|h| h.status == TurnStatus::Suspended);
+            // On the target already: done, unless its head is suspended, which an upgrade to
+            // its own version resumes when the version's manifest (as registered now, after
+            // a fix deployed under the same version) accepts the saved steps.
+            if on_target && !suspended {
+                return Ok(already_on(&inst, to_version));
+            }
             let judged = judge.judge(&inst, head.as_ref());
             if let Some(refused) = refusal(&inst, &judged) {
                 return Ok(Moved::Refused(refused));

@@ -504,6 +504,53 @@ async fn a_suspended_turn_that_v2_accepts_is_resumed() {
     assert_eq!(count("d-1", "reserve"), 1);
 }
 
+#[tokio::test]
+async fn an_upgrade_to_its_own_version_resumes_a_suspended_turn_it_accepts() {
+    // A fix deployed under the same version: the version's manifest, as registered now,
+    // accepts the saved steps, so an upgrade to the instance's own version resumes the turn.
+    let env = env();
+    let h = env.start(&order_v1, "h-1").await.unwrap();
+    h.send(place("h-1"), "m-1").await.unwrap();
+    env.run_until_idle().await.unwrap();
+    suspend(env.engine(), "h-1", 1).await;
+    let req = UpgradeRequest::instance("h-1", "v1").by("ops");
+    let answer = env.engine().upgrade_instances(req.clone()).await.unwrap();
+    let resumed = &answer.upgraded[0];
+    assert_eq!(
+        (resumed.action.as_str(), resumed.from_version.as_str()),
+        ("resume", "v1")
+    );
+    assert_eq!(resumed.verdict, Verdict::Resumable);
+    let again = env.engine().upgrade_instances(req).await.unwrap();
+    assert_eq!(again, answer, "a repeat answers the recorded resume");
+    env.run_until_idle().await.unwrap();
+    env.advance(HOUR).await.unwrap();
+    assert_eq!(h.reply(1).await.unwrap(), Some(100));
+    assert_eq!(h.instance().await.unwrap().events.len(), 1);
+}
+
+#[tokio::test]
+async fn an_instance_keeps_its_newest_events() {
+    let env = env();
+    let h = env.start(&order_v1, "i-1").await.unwrap();
+    let limit = turnwise_rules::limits::INSTANCE_EVENTS;
+    for n in 0..limit + 3 {
+        let to = if n % 2 == 0 { "v2" } else { "v1" };
+        let req = UpgradeRequest::instance("i-1", to).by(format!("step-{n}"));
+        let answer = env.engine().upgrade_instances(req).await.unwrap();
+        assert_eq!(answer.upgraded.len(), 1, "{n}: {answer:?}");
+    }
+    let events = h.instance().await.unwrap().events;
+    assert_eq!(events.len(), limit);
+    assert_eq!(
+        events[0].by.as_deref(),
+        Some("step-3"),
+        "the oldest are dropped"
+    );
+    let newest = format!("step-{}", limit + 2);
+    assert_eq!(events[limit - 1].by.as_deref(), Some(newest.as_str()));
+}
+
 /// Suspend turn `number` of `id` by a replay mismatch, as a worker's report would (written to
 /// the store directly: the engine's side of suspending is not this test's subject).
 async fn suspend(engine: &Engine, id: &str, number: u64) {
