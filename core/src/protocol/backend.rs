@@ -127,7 +127,7 @@ pub trait Backend: Send + Sync {
     /// the default answers the same, naming the call.
     async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
         let _ = query;
-        Err(not_supported("the live compatibility check"))
+        Err(no_versions("the live compatibility check"))
     }
     /// Move one instance, or every instance of a type that can move, to another version (a
     /// turnwise extension). Each instance is checked again in its own conditional commit, and
@@ -135,12 +135,12 @@ pub trait Backend: Send + Sync {
     /// nothing. The default answers as [`compat_live`](Backend::compat_live)'s.
     async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
         let _ = req;
-        Err(not_supported("upgrades"))
+        Err(no_versions("upgrades"))
     }
 }
 
 /// What a backend without versions' manifests answers for `what`.
-fn not_supported(what: &str) -> crate::Error {
+fn no_versions(what: &str) -> crate::Error {
     crate::Error::Http {
         status: 404,
         code: "not_found".into(),

@@ -83,16 +83,16 @@ pub struct InstanceRecord {
     /// The engine folds the earliest unpaused `next_fire_ms` into `due_at_ms`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<WorkflowSchedule>,
-    /// Upgrades, resumes, restarts and forks, oldest first: at most
-    /// [`turnwise_rules::limits::INSTANCE_EVENTS`], the oldest dropped first
-    /// ([`InstanceRecord::record_event`]).
+    /// What operators and the engine did to the instance outside its turns (suspensions,
+    /// restarts, forks), oldest first, the newest
+    /// [`INSTANCE_EVENTS`](turnwise_rules::limits::INSTANCE_EVENTS) kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<InstanceEvent>,
 }
 
 impl InstanceRecord {
-    /// Keep `event`, dropping the oldest ones past
-    /// [`turnwise_rules::limits::INSTANCE_EVENTS`].
+    /// Record `event`, dropping the oldest ones past
+    /// [`INSTANCE_EVENTS`](turnwise_rules::limits::INSTANCE_EVENTS).
     pub fn record_event(&mut self, event: InstanceEvent) {
         self.events.push(event);
         let over = self
@@ -185,15 +185,14 @@ pub struct TurnRecord {
     /// The W3C `traceparent` the message was admitted in ([`crate::trace`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Why the turn is suspended, while it is ([`TurnStatus::Suspended`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<MismatchReport>,
     /// Set by the engine's decision that ends the current run (how it ended, and the results
     /// report the worker sent with it). The engine turns it into the run's summary
     /// ([`WriteSet::runs`]) and clears it before the turn is written: a store never keeps it.
     #[serde(skip)]
     pub run_ending: Option<RunEnding>,
-    /// Why the turn is suspended, while it is: where its replay diverged (keys, kinds and
-    /// places, no payload value).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mismatch: Option<MismatchReport>,
 }
 
 /// How the current run of a turn ended, until the engine writes the run's summary.
@@ -257,8 +256,8 @@ impl TurnRecord {
             resume: false,
             completion_digest: None,
             traceparent: None,
-            run_ending: None,
             mismatch: None,
+            run_ending: None,
         }
     }
 
