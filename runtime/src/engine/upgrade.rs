@@ -412,7 +412,7 @@ impl Engine {
     }
 
     /// [`upgrade_one`](Self::upgrade_one) for each of `ids`, [`PARALLEL`] at a time. An
-    /// instance deleted in the meantime is left out.
+    /// instance deleted in the meantime (or created again as another type) is left out.
     async fn upgrade_each(
         &self,
         ids: Vec<String>,
@@ -427,7 +427,8 @@ impl Engine {
          -> Result<()> {
             match joined {
                 Some(Ok(Ok(moved))) => done.push(moved),
-                Some(Ok(Err(Error::NotFound { .. }))) | None => {}
+                // Deleted since it was listed (and perhaps created again as another type).
+                Some(Ok(Err(Error::NotFound { .. } | Error::Conflict { .. }))) | None => {}
                 Some(Ok(Err(e))) => return Err(e),
                 Some(Err(e)) => return Err(Error::store(format!("an upgrade task failed: {e}"))),
             }
