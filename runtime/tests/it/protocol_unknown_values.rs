@@ -60,5 +60,5 @@ fn unknown_is_not_offered_as_a_valid_value() {
     assert!(!TurnStatus::ALL.contains(&"unknown"));
     assert!(!InstanceStatus::ALL.contains(&"unknown"));
     assert!(!WaitReason::ALL.contains(&"unknown"));
-    assert_eq!(TurnStatus::ALL.len(), 6);
+    assert_eq!(TurnStatus::ALL.len(), 7, "suspended is the seventh");
 }
