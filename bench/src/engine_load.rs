@@ -241,7 +241,7 @@ impl Setup {
 }
 
 /// The backend workers use to reach `engine`, and the server to stop (HTTP).
-async fn reach(
+pub(crate) async fn reach(
     engine: &Engine,
     transport: Transport,
 ) -> Result<(Arc<dyn WorkerBackend>, Option<Shutdown>), Error> {

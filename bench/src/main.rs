@@ -29,7 +29,11 @@
 //!    counting wrapper around the global allocator (off during the throughput phases);
 //! 8. parallel steps (alone, with `--fan-out-only`): a turn fanning out 16 steps that each
 //!    await a 5 ms sleep, against the same 16 steps awaited one after the other, at each
-//!    concurrency, embedded and (with `--http`) over HTTP, see [`fan_out`].
+//!    concurrency, embedded and (with `--http`) over HTTP, see [`fan_out`];
+//! 9. the live compatibility check (alone, with `--compat-only`): `--compat-instances N`
+//!    (10,000) instances of a workflow in a SQLite file, idle, asleep, waiting for a signal,
+//!    backing off or pinned, checked against another version, embedded and (with `--http`)
+//!    over HTTP, then the bulk upgrade, see [`compat_live`].
 //!
 //! With `--store postgres` (the database `TURNWISE_TEST_POSTGRES` names, default
 //! postgres://postgres@127.0.0.1:5432/test, a fresh schema per phase) phase 1 is the raw
@@ -40,6 +44,7 @@
 //! The binary runs on the system allocator unless built with `--features jemalloc`.
 
 mod alloc_count;
+mod compat_live;
 mod engine_load;
 mod fan_out;
 mod raw;
@@ -147,6 +152,14 @@ struct Args {
     /// sequential ones per turn, each step a 5 ms sleep.
     #[arg(long, conflicts_with_all = ["sdk_only", "no_sdk"])]
     fan_out_only: bool,
+    /// Run only the live compatibility check (phase 9): `--compat-instances` instances of a
+    /// workflow in a SQLite file, checked against another version, embedded and (with
+    /// `--http`) over HTTP, then the bulk upgrade.
+    #[arg(long, conflicts_with_all = ["sdk_only", "no_sdk", "fan_out_only"])]
+    compat_only: bool,
+    /// Instances in the live check's store.
+    #[arg(long, value_name = "N", default_value = "10000", value_parser = positive_usize)]
+    compat_instances: usize,
     /// Messages admitted to each instance before the worker starts, in the SDK path's
     /// queued-first variant.
     #[arg(long, value_name = "N", default_value = "100", value_parser = positive)]
@@ -265,6 +278,9 @@ fn run(args: &Args) -> Result<(), BoxError> {
 
     if args.fan_out_only {
         return run_fan_out(&runtime, args, &dir.0, store_name);
+    }
+    if args.compat_only {
+        return run_compat(&runtime, args, &dir.0);
     }
     if args.sdk_only {
         return run_sdk(&runtime, args, &dir.0, store_name, &[], None);
@@ -434,6 +450,62 @@ fn run(args: &Args) -> Result<(), BoxError> {
             _ => println!("Too few RSS samples to judge (no /proc/self/statm, or N < 20)."),
         }
     }
+    Ok(())
+}
+
+/// Phase 9: the live compatibility check over a store of `--compat-instances` instances.
+fn run_compat(runtime: &tokio::runtime::Runtime, args: &Args, dir: &Path) -> Result<(), BoxError> {
+    let n = args.compat_instances;
+    println!();
+    let store = match args.store {
+        StoreKind::Postgres => "PostgresStore (a fresh schema)",
+        StoreKind::Memory => "MemoryStore",
+        _ => "SqliteStore (synchronous=FULL)",
+    };
+    println!("## 9. The live compatibility check: {n} instances of `order` v1 → v2, {store}");
+    println!();
+    let path = dir.join("compat.db");
+    let r = runtime.block_on(compat_live::run(args.store, &path, n, args.http))?;
+    let c = r.counts;
+    println!(
+        "Made in {:.1} s. Verdicts: {} upgradable, {} upgradable-after-turn, {} resumable, {} pinned.",
+        r.populate.as_secs_f64(),
+        c.upgradable,
+        c.upgradable_after_turn,
+        c.resumable,
+        c.pinned
+    );
+    println!();
+    println!("| transport | runs | fastest | slowest | instances/s (fastest) | target | verdict |");
+    println!("|---|---:|---:|---:|---:|---:|---|");
+    let target = std::time::Duration::from_secs(5);
+    let cold = vec![r.cold];
+    let rows = [
+        ("embedded", &r.embedded),
+        ("embedded, store opened again (cache empty)", &cold),
+        ("HTTP", &r.http),
+    ];
+    for (name, times) in rows {
+        let (Some(fast), Some(slow)) = (times.iter().min(), times.iter().max()) else {
+            continue;
+        };
+        println!(
+            "| {name} | {} | {} | {} | {} | < 5 s | {} |",
+            times.len(),
+            ms(*fast),
+            ms(*slow),
+            count(rate(r.instances as u64, *fast)),
+            verdict(*slow < target)
+        );
+    }
+    let (took, moved, refused) = r.upgrade;
+    println!();
+    println!(
+        "Then `all_upgradable` moved {moved} and refused {refused} in {:.2} s ({} moved/s), each \
+         checked again in its own durable commit.",
+        took.as_secs_f64(),
+        count(rate(moved as u64, took))
+    );
     Ok(())
 }
 

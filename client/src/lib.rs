@@ -113,6 +113,8 @@ const P_SCHEDULE_GET: &str = Route::GetSchedule.path();
 const P_SCHEDULE_CONTROL: &str = Route::ControlSchedule.path();
 const P_RESTART: &str = Route::RestartTurn.path();
 const P_FORK: &str = Route::ForkInstance.path();
+const P_COMPAT: &str = Route::CompatLive.path();
+const P_UPGRADE: &str = Route::UpgradeInstances.path();
 
 /// Every route without parameters of its own, whose URL [`Config::fixed`] builds once.
 const FIXED_PATHS: [&str; 22] = [
@@ -877,5 +879,21 @@ impl Backend for Http {
     /// answers the fork as it was made.
     async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
         self.post(P_FORK, &req, Retry::Yes, None).await?.decode()
+    }
+
+    /// `GET /v1/workflows/compat?workflow_type=&to_version=`, retried: one answer with every
+    /// instance checked (the route does not page).
+    async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
+        let q = vec![
+            ("workflow_type", query.workflow_type),
+            ("to_version", query.to_version),
+        ];
+        self.get(P_COMPAT, q).await
+    }
+
+    /// `POST /v1/workflows/instances/upgrade`, retried: a repeat answers the recorded move and
+    /// records nothing.
+    async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+        self.post(P_UPGRADE, &req, Retry::Yes, None).await?.decode()
     }
 }

@@ -4,7 +4,7 @@
 //! Each case is a `pub async fn case(f: impl Fixture)` in a module named after the rule it
 //! checks ([`admission`], [`children`], [`claims`], [`leases`], [`steps`], [`signals`], [`failures`],
 //! [`control`], [`limits`], [`parallel`], [`nesting`], [`retention`], [`runs`], [`idempotence`], [`reads`],
-//! [`outcomes`], [`schedules`], [`suspension`], [`validation`], [`brief`], [`chained`]). A case
+//! [`outcomes`], [`schedules`], [`suspension`], [`validation`], [`brief`], [`chained`], [`versions`]). A case
 //! gets a fresh [`Fixture`], drives the protocol through the backend it hands out, moves the
 //! backend's clock with [`Fixture::advance`], and panics with a message naming the broken rule.
 //! After every refusal it re-reads the instance to prove nothing was written.
@@ -50,6 +50,7 @@ pub mod signals;
 pub mod steps;
 pub mod suspension;
 pub mod validation;
+pub mod versions;
 
 #[doc(hidden)]
 pub use turnwise as __turnwise;
@@ -277,6 +278,12 @@ macro_rules! conformance_tests {
                 restart_from_scratch,
                 cancel_suspended_turn,
                 fork_instance,
+            }
+            versions {
+                live_check_verdicts,
+                upgrade_moves_the_movable,
+                upgrade_checks_the_instance_again,
+                upgrade_request_rules,
             }
             validation {
                 invalid_identifiers,

@@ -40,6 +40,7 @@ documents! {
     postgres => "../../docs/postgres.md",
     protocol => "../../docs/protocol.md",
     testing => "../../docs/testing.md",
+    versions => "../../docs/versions.md",
 }
 
 /// What the documents' snippets share, so that a snippet can use a workflow an earlier snippet

@@ -99,11 +99,16 @@ pub enum Route {
     /// Fork an instance whose head turn is suspended into a new instance (a turnwise
     /// extension).
     ForkInstance,
+    /// Which instances of a workflow type could move to another version (a turnwise
+    /// extension).
+    CompatLive,
+    /// Move instances to another version of their workflow (a turnwise extension).
+    UpgradeInstances,
 }
 
 impl Route {
     /// Every route, grouped by path.
-    pub const ALL: [Route; 31] = [
+    pub const ALL: [Route; 33] = [
         Route::CreateInstance,
         Route::ListInstances,
         Route::GetInstance,
@@ -135,6 +140,8 @@ impl Route {
         Route::ControlSchedule,
         Route::RestartTurn,
         Route::ForkInstance,
+        Route::CompatLive,
+        Route::UpgradeInstances,
     ];
 
     /// The route's method.
@@ -142,10 +149,14 @@ impl Route {
         use Route::*;
         match self {
             ListInstances | GetInstance | InstanceInbox | TypeInbox | History | Turn | Status
-            | ListSchemas | Runs | GetRun | RunStats | ListSchedules | GetSchedule => Method::Get,
+            | ListSchemas | Runs | GetRun | RunStats | ListSchedules | GetSchedule | CompatLive => {
+                Method::Get
+            }
             CreateInstance | SendMessage | Control | Delete | Claim | Operation | Progress
             | Checkpoint | WaitSignal | Signal | Complete | Fail | Heartbeat | RegisterSchema
-            | CreateSchedule | ControlSchedule | RestartTurn | ForkInstance => Method::Post,
+            | CreateSchedule | ControlSchedule | RestartTurn | ForkInstance | UpgradeInstances => {
+                Method::Post
+            }
         }
     }
 
@@ -181,6 +192,8 @@ impl Route {
             ControlSchedule => "/v1/workflows/schedules/control",
             RestartTurn => "/v1/workflows/turns/restart",
             ForkInstance => "/v1/workflows/instances/fork",
+            CompatLive => "/v1/workflows/compat",
+            UpgradeInstances => "/v1/workflows/instances/upgrade",
         }
     }
 

@@ -56,6 +56,8 @@ fn handler(route: Route) -> MethodRouter<AppState> {
         Route::ControlSchedule => on(method, control_schedule),
         Route::RestartTurn => on(method, restart_turn),
         Route::ForkInstance => on(method, fork_instance),
+        Route::CompatLive => on(method, compat_live),
+        Route::UpgradeInstances => on(method, upgrade_instances),
     }
 }
 
@@ -166,6 +168,24 @@ async fn control_schedule(
     Body(req): Body<ScheduleControlRequest>,
 ) -> ApiResult<Json<ScheduleControlResponse>> {
     Ok(Json(engine.control_schedule(req).await?))
+}
+
+// ---- versions (a turnwise extension) -------------------------------------------------------
+
+/// Every instance of the type not on the target, each with its verdict (not paged).
+async fn compat_live(
+    Ns(engine): Ns,
+    Query(q): Query<LiveCompatQuery>,
+) -> ApiResult<Json<LiveCompat>> {
+    Ok(Json(engine.compat_live(q).await?))
+}
+
+/// Each instance is checked again, and moved, in its own conditional commit.
+async fn upgrade_instances(
+    Ns(engine): Ns,
+    Body(req): Body<UpgradeRequest>,
+) -> ApiResult<Json<UpgradeResponse>> {
+    Ok(Json(engine.upgrade_instances(req).await?))
 }
 
 async fn inbox(Ns(engine): Ns, Query(q): Query<InboxQuery>) -> ApiResult<Json<InboxResponse>> {

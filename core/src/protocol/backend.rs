@@ -100,17 +100,17 @@ pub trait Backend: Send + Sync {
     /// the default answers the same, naming the call.
     async fn create_schedule(&self, req: CreateScheduleRequest) -> Result<WorkflowSchedule> {
         let _ = req;
-        Err(no_schedules())
+        Err(not_offered("schedules"))
     }
     /// Read one schedule of an instance.
     async fn get_schedule(&self, workflow_id: &str, name: &str) -> Result<WorkflowSchedule> {
         let _ = (workflow_id, name);
-        Err(no_schedules())
+        Err(not_offered("schedules"))
     }
     /// List schedules: one instance's, or a page of instances' at a time.
     async fn list_schedules(&self, query: ListSchedulesQuery) -> Result<ScheduleList> {
         let _ = query;
-        Err(no_schedules())
+        Err(not_offered("schedules"))
     }
     /// Pause, resume or delete a schedule.
     async fn control_schedule(
@@ -118,7 +118,7 @@ pub trait Backend: Send + Sync {
         req: ScheduleControlRequest,
     ) -> Result<ScheduleControlResponse> {
         let _ = req;
-        Err(no_schedules())
+        Err(not_offered("schedules"))
     }
 
     /// Run a turn suspended by a replay mismatch again on the instance's own version, from its
@@ -127,37 +127,47 @@ pub trait Backend: Send + Sync {
     /// status 404; the default answers the same, naming the call.
     async fn restart_turn(&self, req: RestartTurnRequest) -> Result<RestartTurnResponse> {
         let _ = req;
-        Err(not_supported("restart_turn"))
+        Err(not_offered("the ways out of a suspension (`restart_turn`)"))
     }
     /// Fork an instance whose head turn is suspended into a new instance of the same version
     /// (a turnwise extension; see [`ForkInstanceRequest`]). The default answers as
     /// [`restart_turn`](Self::restart_turn)'s does.
     async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
         let _ = req;
-        Err(not_supported("fork_instance"))
+        Err(not_offered(
+            "the ways out of a suspension (`fork_instance`)",
+        ))
+    }
+    /// Check which instances of `query.workflow_type` not on `query.to_version` could move
+    /// there now (a turnwise extension): every such instance, each with its [`Verdict`], read
+    /// from the keys, kinds and order of its saved steps and the replay manifests registered
+    /// for its version and the target, never from a payload value. Backends that keep no
+    /// manifests (an LBB server) answer [`Error::Http`](crate::Error::Http) with status 404;
+    /// the default answers the same, naming the call.
+    async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
+        let _ = query;
+        Err(not_offered("the live compatibility check (`compat_live`)"))
+    }
+    /// Move one instance, or every instance of a type that can move, to another version (a
+    /// turnwise extension). Each instance is checked again in its own conditional commit, and
+    /// moved only when that check holds; a repeat answers the recorded move and records
+    /// nothing. The default answers as [`compat_live`](Backend::compat_live)'s.
+    async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+        let _ = req;
+        Err(not_offered("upgrades (`upgrade_instances`)"))
     }
 }
 
-/// What a backend without the ways out of a suspension answers.
-fn not_supported(call: &str) -> crate::Error {
+/// What a backend without a turnwise extension answers for `what` (the extension, naming the
+/// call).
+fn not_offered(what: &str) -> crate::Error {
     crate::Error::Http {
         status: 404,
         code: "not_found".into(),
         message: format!(
-            "`{call}` is not supported by this backend (a turnwise extension for turns suspended \
-             by a replay mismatch); use an embedded engine or a turnwise server"
+            "this backend does not offer {what} (a turnwise extension); use an embedded engine \
+             or a turnwise server"
         ),
-    }
-}
-
-/// What a backend without schedules answers.
-fn no_schedules() -> crate::Error {
-    crate::Error::Http {
-        status: 404,
-        code: "not_found".into(),
-        message: "this backend keeps no schedules (a turnwise extension); use an embedded engine \
-                  or a turnwise server"
-            .into(),
     }
 }
 
@@ -259,5 +269,11 @@ impl<B: Backend + ?Sized> Backend for std::sync::Arc<B> {
     }
     async fn fork_instance(&self, req: ForkInstanceRequest) -> Result<ForkInstanceResponse> {
         (**self).fork_instance(req).await
+    }
+    async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
+        (**self).compat_live(query).await
+    }
+    async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+        (**self).upgrade_instances(req).await
     }
 }

@@ -12,6 +12,8 @@ mod schedule;
 pub mod schema_check;
 mod types;
 pub mod validate;
+mod versions;
 
 pub use schedule::*;
 pub use types::*;
+pub use versions::*;

@@ -666,6 +666,14 @@ impl Backend for Engine {
         self.control_schedule_impl(req).await
     }
 
+    async fn compat_live(&self, query: LiveCompatQuery) -> Result<LiveCompat> {
+        self.compat_live_impl(query).await
+    }
+
+    async fn upgrade_instances(&self, req: UpgradeRequest) -> Result<UpgradeResponse> {
+        self.upgrade_impl(req).await
+    }
+
     async fn heartbeat(&self, lease: Lease) -> Result<WorkflowTurn> {
         self.heartbeat_as(lease, transitions::turn_view).await
     }

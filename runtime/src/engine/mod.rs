@@ -17,12 +17,14 @@ mod backend;
 mod children;
 mod claim;
 mod commit;
+mod compat;
 mod connect;
 mod outcomes;
 mod schedules;
 mod schemas;
 mod suspend;
 mod transitions;
+mod upgrade;
 mod wakeups;
 mod worker_routes;
 

@@ -205,6 +205,32 @@ impl Engine {
         Ok(entries)
     }
 
+    /// The replay manifests registered for `workflow_type` in this namespace, by version. A
+    /// manifest whose state or message schema is not known (`null`) takes the one of its
+    /// document.
+    pub(super) async fn manifests(&self, workflow_type: &str) -> Result<super::compat::Manifests> {
+        let entries = self.namespace_schemas().await?;
+        let mut found = HashMap::new();
+        for ((t, version), entry) in entries.iter() {
+            let d = &entry.stored.document;
+            let Some(manifest) = d.manifest.as_ref().filter(|_| t == workflow_type) else {
+                continue;
+            };
+            let mut manifest = manifest.clone();
+            let schemas = &mut manifest.schemas;
+            for (mine, theirs) in [
+                (&mut schemas.state, &d.state),
+                (&mut schemas.message, &d.message),
+            ] {
+                if mine.is_null() {
+                    mine.clone_from(theirs);
+                }
+            }
+            found.insert(version.clone(), manifest);
+        }
+        Ok(Arc::new(found))
+    }
+
     /// The document of one type and version, if one is registered.
     async fn schema_entry(&self, workflow_type: &str, version: &str) -> Result<Option<Arc<Entry>>> {
         let entries = self.namespace_schemas().await?;

@@ -189,8 +189,9 @@ impl<W: Workflow> Handle<W> {
         &self.id
     }
 
-    /// The same handle, naming `by` as who asks for its operator actions: a restart, a fork
-    /// and a cancellation of a suspended turn record it on the instance's events.
+    /// The same handle, naming `by` as who asks for its operator actions: an upgrade, a
+    /// restart, a fork and a cancellation of a suspended turn record it on the instance's
+    /// events.
     #[must_use]
     pub fn acting_as(mut self, by: impl Into<String>) -> Self {
         self.by = Some(by.into());
@@ -565,6 +566,70 @@ impl<W: Workflow> Handle<W> {
             .await?
             .deleted)
     }
+    /// Move the instance to `new_workflow`'s version of the same workflow, and answer a handle
+    /// typed for it. The backend checks the instance again in its own conditional commit and
+    /// moves it only when that check holds: its state and message schemas read, and the
+    /// steps its turn in flight saved (if any) are accepted by the new version's grammar
+    /// (`docs/versions.md`). A suspended turn that the new version accepts is resumed. A
+    /// repeat answers as the first call and records nothing; an instance already on that
+    /// version is answered as it is.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] when `W2` is another workflow than `W` (an upgrade never changes the
+    /// workflow), [`Error::Conflict`] naming why when the backend leaves the instance where it
+    /// is (pinned, or its head held by a worker now: then retry later), and the backend's
+    /// errors (a backend without upgrades answers 404).
+    ///
+    /// The move is recorded on the instance as asked by the handle's
+    /// [`acting_as`](Self::acting_as), when set.
+    pub async fn upgrade<W2: Workflow>(&self, new_workflow: &W2) -> Result<Handle<W2>> {
+        let _ = new_workflow;
+        if W2::NAME != W::NAME {
+            return Err(Error::invalid(
+                "workflow",
+                format_args!(
+                    "instance `{}` is a `{}`; it cannot be upgraded to `{}` `{}`, another \
+                     workflow: an upgrade moves an instance to another version of its own \
+                     workflow",
+                    self.id,
+                    W::NAME,
+                    W2::NAME,
+                    W2::VERSION
+                ),
+            ));
+        }
+        let req = UpgradeRequest {
+            workflow_id: Some(self.id.clone()),
+            workflow_type: Some(W::NAME.to_owned()),
+            to_version: W2::VERSION.to_owned(),
+            all_upgradable: false,
+            by: self.by.clone(),
+        };
+        let answer = self.backend.upgrade_instances(req).await?;
+        if let Some(refused) = answer.refused.first() {
+            let again = if refused.retryable {
+                "; retry later"
+            } else {
+                ""
+            };
+            return Err(Error::conflict(format_args!(
+                "instance `{}` stays on `{}` `{}` ({}): {}{again}",
+                self.id,
+                W::NAME,
+                refused.version,
+                refused.reason.code,
+                refused.reason
+            )));
+        }
+        Ok(Handle {
+            backend: self.backend.clone(),
+            id: self.id.clone(),
+            by: self.by.clone(),
+            _w: PhantomData,
+        })
+    }
+
     /// Admit `message` under `message_id` at `when` (by the backend's clock), once: not before,
     /// and without holding up the inbox until then. The delayed message is a schedule named
     /// `message_id` until it fires; [`Handle::delete_schedule`] cancels it. An identical repeat

@@ -39,6 +39,8 @@ const METHODS: &[(&str, Route)] = &[
     ("control_schedule", Route::ControlSchedule),
     ("restart_turn", Route::RestartTurn),
     ("fork_instance", Route::ForkInstance),
+    ("compat_live", Route::CompatLive),
+    ("upgrade_instances", Route::UpgradeInstances),
 ];
 
 /// Methods that share a route with another method, and why.

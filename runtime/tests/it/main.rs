@@ -45,6 +45,7 @@ mod test_signals;
 mod test_steps;
 mod test_suspend;
 mod test_transact;
+mod test_upgrade;
 mod test_versions;
 mod test_worker;
 mod worker_errors;

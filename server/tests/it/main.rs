@@ -27,3 +27,4 @@ mod restart;
 mod schema_registration;
 mod store_faults;
 mod traces;
+mod upgrade_cli;

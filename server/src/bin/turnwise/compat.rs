@@ -2,6 +2,10 @@
 //! manifests of the current code (`turnwise/manifests/`, written by a test with
 //! `turnwise::manifest::files::check`) with a baseline (what is deployed: a directory, or the
 //! same directory at a git revision) and exits with the worst class found.
+//!
+//! `turnwise compat --workflow NAME --to VERSION`: the live check, against the instances of a
+//! running server (`--url`): which of them could move to that version now (the client command
+//! is `cli::run_compat_live`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -19,16 +23,32 @@ Exit codes of `turnwise compat`:
      fixes it
   3  breaks: saved data cannot be read, or a key is reused with another kind
   4  the check could not run (a manifest that cannot be read, a git revision that does not
-     exist)";
+     exist)
+With --workflow NAME --to VERSION (the live check of a server's instances):
+  0  every instance checked can move (upgradable, upgradable-after-turn or resumable)
+  2  some are pinned (the table says why)
+  other codes as the client commands (3 not found, 5 authentication, 6 unreachable, ...)";
 
-/// `turnwise compat --baseline DIR|REV [--dir DIR] [--json]`.
+/// `turnwise compat --baseline DIR|REV [--dir DIR] [--json]`, or `turnwise compat --url URL
+/// --workflow NAME --to VERSION [--json]`.
 #[derive(clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct CompatArgs {
     /// What is deployed: a directory of manifests, or a git revision (a branch, a tag, a
     /// commit) at which `--dir` is read, e.g. `origin/main`.
-    #[arg(long, value_name = "DIR|REV")]
-    baseline: String,
+    #[arg(
+        long,
+        value_name = "DIR|REV",
+        required_unless_present = "workflow",
+        conflicts_with = "workflow"
+    )]
+    baseline: Option<String>,
+    /// The live check: the workflow type whose instances on the server (`--url`) to check.
+    #[arg(long, value_name = "NAME", requires = "to")]
+    workflow: Option<String>,
+    /// The live check: the version the instances would move to.
+    #[arg(long, value_name = "VERSION", requires = "workflow")]
+    to: Option<String>,
     /// The current code's manifests.
     #[arg(long, value_name = "DIR", default_value = turnwise::manifest::DIR)]
     dir: PathBuf,
@@ -38,7 +58,22 @@ pub struct CompatArgs {
 }
 
 /// Run the check; print the report and answer its class's exit code (4 when it cannot run).
-pub fn run(args: CompatArgs) -> ExitCode {
+/// With `--workflow` and `--to`, run the live check against the server `client` names.
+pub fn run(args: CompatArgs, client: crate::cli::ClientArgs) -> ExitCode {
+    if let (Some(workflow), Some(to)) = (args.workflow.clone(), args.to.clone()) {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("turnwise: could not start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let live = crate::cli::run_compat_live(client, workflow, to, args.json);
+        return runtime.block_on(live);
+    }
     match report(&args) {
         Ok(report) => {
             if args.json {
@@ -63,11 +98,15 @@ fn report(args: &CompatArgs) -> Result<Report, String> {
             args.dir.display()
         ));
     }
-    let baseline_dir = Path::new(&args.baseline);
+    let rev = args.baseline.as_deref().ok_or(
+        "name what is deployed with --baseline DIR|REV (or check a server's instances with \
+         --workflow NAME --to VERSION)",
+    )?;
+    let baseline_dir = Path::new(rev);
     let baseline = if baseline_dir.is_dir() {
         files::read_dir(baseline_dir).map_err(|e| e.to_string())?
     } else {
-        at_revision(&args.baseline, &args.dir)?
+        at_revision(rev, &args.dir)?
     };
     Ok(compare_sets(&baseline, &current))
 }

@@ -60,7 +60,8 @@ enum Command {
     Serve(Box<config::ServeArgs>),
     /// Copy a SQLite store into a new file, safely while a server runs on it.
     Backup(backup::BackupArgs),
-    /// Check changed workflow code against the deployed replay manifests, for CI.
+    /// Check changed workflow code against the deployed replay manifests, for CI; or, with
+    /// --workflow and --to, which instances on a server could move to another version now.
     Compat(compat::CompatArgs),
     #[command(flatten)]
     Client(cli::Command),
@@ -85,7 +86,7 @@ fn main() -> ExitCode {
     }
     let job = match cli.command {
         Command::Backup(args) => return backup::run(args),
-        Command::Compat(args) => return compat::run(args),
+        Command::Compat(args) => return compat::run(args, cli.client),
         Command::Serve(_) if cli::client_flag_given(&matches).is_some() => {
             let flag = cli::client_flag_given(&matches).unwrap_or_default();
             eprintln!(

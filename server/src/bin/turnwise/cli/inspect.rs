@@ -12,7 +12,7 @@ use turnwise::Backend;
 use super::output::{self, compact, fields, opt, time, Table};
 use super::{Ctx, Failure, IdArg};
 
-/// `instances list`, `instances get` and `instances create`.
+/// `instances list`, `instances get`, `instances create` and `instances upgrade`.
 #[derive(Subcommand, Debug)]
 pub enum InstancesCommand {
     /// List instances by id, optionally only those of one workflow type or status.
@@ -32,6 +32,11 @@ pub enum InstancesCommand {
     /// with its state and its unfinished messages in order (the suspended turn's from
     /// scratch); the original stays suspended. An exact repeat answers the same fork.
     Fork(super::suspend::ForkArgs),
+    /// Move an instance to another version of its workflow, or with `--workflow NAME
+    /// --all-upgradable` every instance of the type that can move (`turnwise compat --workflow
+    /// NAME --to VERSION` tells which). Each is checked again, and moved, in its own commit; a
+    /// suspended turn the new version accepts is resumed. Exits 4 when any was refused.
+    Upgrade(super::versions::UpgradeArgs),
 }
 
 /// `instances list`.
@@ -109,6 +114,7 @@ pub async fn instances(ctx: &Ctx, command: InstancesCommand) -> Result<(), Failu
         InstancesCommand::Create(args) => super::control::create(ctx, args).await,
         InstancesCommand::Restart(args) => super::suspend::restart(ctx, args).await,
         InstancesCommand::Fork(args) => super::suspend::fork(ctx, args).await,
+        InstancesCommand::Upgrade(args) => super::versions::upgrade(ctx, args).await,
     }
 }
 

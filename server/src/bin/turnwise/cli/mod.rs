@@ -11,6 +11,7 @@ mod output;
 mod schedules;
 mod schemas;
 mod suspend;
+mod versions;
 mod watch;
 
 use std::process::ExitCode;
@@ -299,6 +300,34 @@ pub async fn run(args: ClientArgs, command: Command) -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            out.failure(&failure);
+            ExitCode::from(failure.exit as u8)
+        }
+    }
+}
+
+/// `turnwise compat --workflow NAME --to VERSION`: the live check of the server's instances
+/// (`--json` given to `compat` or globally). Exits 0 when every instance checked can move, 2
+/// when some are pinned, and as the client commands do when the check fails.
+pub async fn run_compat_live(
+    args: ClientArgs,
+    workflow: String,
+    to: String,
+    json: bool,
+) -> ExitCode {
+    let out = Out::new(args.json || json);
+    let url = args.url.trim_end_matches('/').to_owned();
+    let result = match connect(&args) {
+        Ok(http) => {
+            let ctx = Ctx { http, out, url };
+            versions::compat_live(&ctx, workflow, to).await
+        }
+        Err(failure) => Err(failure),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(2),
         Err(failure) => {
             out.failure(&failure);
             ExitCode::from(failure.exit as u8)
