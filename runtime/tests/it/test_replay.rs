@@ -318,14 +318,27 @@ async fn a_changed_kind_fails_the_turn_for_good() {
     );
 }
 
+/// A sleep's length and a signal wait's timeout are inputs: a turn saved with the old ones
+/// keeps its saved deadline on the new code and finishes (the replay manifest's check calls such
+/// a change `review`, not `needs-patch`).
 #[tokio::test]
-async fn a_changed_sleep_length_fails_the_turn_for_good() {
-    let (t, _) = mismatch(Body::Nap10, Duration::from_secs(10), Body::Nap20).await;
-    let err = replay_error(&t, 0);
-    assert!(
-        err.contains("sleep `nap` delay_ms=10000") && err.contains("sleep `nap` delay_ms=20000"),
-        "{err}"
-    );
+async fn a_changed_sleep_length_or_signal_timeout_keeps_the_saved_deadline() {
+    for (a, advance, b) in [
+        (Body::Nap10, Duration::from_secs(10), Body::Nap20),
+        (
+            Body::WaitYes,
+            Duration::from_secs(3600),
+            Body::WaitYesLonger,
+        ),
+    ] {
+        let (env, h, turn, second) = run_changed(a, advance, Shape::new(b)).await;
+        let worker = worker_of(&env, &second);
+        worker.run_until_idle().await.unwrap();
+        let t = h.turn(turn).await.unwrap();
+        assert_eq!(t.status, TurnStatus::Completed, "{b:?}: {t:?}");
+        assert_eq!(t.mismatch, None, "{b:?}");
+        assert_eq!(second.probe.finished.load(SeqCst), 1, "{b:?}");
+    }
 }
 
 #[tokio::test]
@@ -334,21 +347,6 @@ async fn a_changed_signal_name_fails_the_turn_for_good() {
     let err = replay_error(&t, 0);
     assert!(
         err.contains("signal=yes") && err.contains("signal=no"),
-        "{err}"
-    );
-}
-
-#[tokio::test]
-async fn a_changed_signal_timeout_fails_the_turn_for_good() {
-    let (t, _) = mismatch(
-        Body::WaitYes,
-        Duration::from_secs(3600),
-        Body::WaitYesLonger,
-    )
-    .await;
-    let err = replay_error(&t, 0);
-    assert!(
-        err.contains("delay_ms=3600000") && err.contains("delay_ms=7200000"),
         "{err}"
     );
 }
@@ -433,7 +431,7 @@ async fn a_changed_step_key_suspends_the_turn_with_its_report() {
 }
 
 #[tokio::test]
-async fn a_changed_kind_sleep_length_or_signal_suspends_the_turn() {
+async fn a_changed_kind_or_signal_suspends_the_turn() {
     let hour = Duration::from_secs(3600);
     let sleep = |key: &str| Saved::new(CallKind::Sleep, key);
     let wait = |name: &str| Saved::new(CallKind::Signal, "w").signal(name);
@@ -447,28 +445,12 @@ async fn a_changed_kind_sleep_length_or_signal_suspends_the_turn() {
             "sleep `a` delay_ms=1000",
         ),
         (
-            Body::Nap10,
-            Duration::from_secs(10),
-            Body::Nap20,
-            sleep("nap"),
-            sleep("nap"),
-            "delay_ms=20000",
-        ),
-        (
             Body::WaitYes,
             hour,
             Body::WaitNo,
             wait("yes"),
             wait("no"),
             "signal=no",
-        ),
-        (
-            Body::WaitYes,
-            hour,
-            Body::WaitYesLonger,
-            wait("yes"),
-            wait("yes"),
-            "delay_ms=7200000",
         ),
         (
             Body::WaitYes,

@@ -187,10 +187,10 @@ impl<W: Workflow> Turn<W> {
             self.position += 1;
             return Ok(None);
         };
-        let matches = old.key == key
-            && old.kind == kind
-            && old.delay_ms == delay_ms
-            && old.signal_name.as_deref() == signal_name;
+        // A sleep's length and a signal wait's timeout are the call's input, not its shape: a
+        // saved one keeps the deadline it was saved with, as a saved step keeps its output.
+        let matches =
+            old.key == key && old.kind == kind && old.signal_name.as_deref() == signal_name;
         if !matches {
             let elsewhere = self
                 .saved
