@@ -77,30 +77,16 @@ impl Backend for Engine {
                 return self.view_instance(inst).await;
             }
             let now = self.now();
-            let mut inst = InstanceRecord {
-                ns: self.ns.to_string(),
-                id: req.id.clone(),
-                workflow_type: req.workflow_type.clone(),
-                version: req.version.clone(),
-                state: req.state.clone(),
+            let new = transitions::NewInstance {
+                id: &req.id,
+                workflow_type: &req.workflow_type,
+                version: &req.version,
+                state: &req.state,
                 lease_ms,
                 max_attempts,
                 on_exhausted: req.on_exhausted.unwrap_or(OnExhausted::Block),
-                paused: false,
-                created_at_ms: now,
-                updated_at_ms: now,
-                revision: 0,
-                next_turn: 1,
-                pending: Vec::new(),
-                completed_turns: 0,
-                history_through: 0,
-                history_pruned_through: 0,
-                due_at_ms: None,
-                epoch: transitions::new_epoch(now),
-                outbox: Vec::new(),
-                schedules: Vec::new(),
-                events: Vec::new(),
             };
+            let mut inst = transitions::new_instance(&self.ns, new, now);
             if self
                 .write(
                     None,

@@ -375,30 +375,16 @@ impl Engine {
         messages: usize,
         now: Millis,
     ) -> InstanceRecord {
-        let mut fork = InstanceRecord {
-            ns: self.ns.to_string(),
-            id: req.new_id.clone(),
-            workflow_type: orig.workflow_type.clone(),
-            version: orig.version.clone(),
-            state: orig.state.clone(),
+        let new = transitions::NewInstance {
+            id: &req.new_id,
+            workflow_type: &orig.workflow_type,
+            version: &orig.version,
+            state: &orig.state,
             lease_ms: orig.lease_ms,
             max_attempts: orig.max_attempts,
             on_exhausted: orig.on_exhausted,
-            paused: false,
-            created_at_ms: now,
-            updated_at_ms: now,
-            revision: 0,
-            next_turn: 1,
-            pending: Vec::new(),
-            completed_turns: 0,
-            history_through: 0,
-            history_pruned_through: 0,
-            due_at_ms: None,
-            epoch: transitions::new_epoch(now),
-            outbox: Vec::new(),
-            schedules: Vec::new(),
-            events: Vec::new(),
         };
+        let mut fork = transitions::new_instance(&self.ns, new, now);
         fork.record_event(InstanceEvent {
             at_ms: now,
             action: InstanceEvent::FORK.to_owned(),

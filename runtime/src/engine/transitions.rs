@@ -543,6 +543,46 @@ pub(super) fn new_token(claims: u64) -> String {
     token
 }
 
+/// What a new instance is made of, besides its namespace and the time.
+pub(super) struct NewInstance<'a> {
+    pub(super) id: &'a str,
+    pub(super) workflow_type: &'a str,
+    pub(super) version: &'a str,
+    pub(super) state: &'a Value,
+    pub(super) lease_ms: u64,
+    pub(super) max_attempts: u32,
+    pub(super) on_exhausted: OnExhausted,
+}
+
+/// The record of a new instance in namespace `ns` at `now`: no turn, no history, a new
+/// incarnation. A created instance and a fork both start here.
+pub(super) fn new_instance(ns: &str, new: NewInstance<'_>, now: Millis) -> InstanceRecord {
+    InstanceRecord {
+        ns: ns.to_owned(),
+        id: new.id.to_owned(),
+        workflow_type: new.workflow_type.to_owned(),
+        version: new.version.to_owned(),
+        state: new.state.clone(),
+        lease_ms: new.lease_ms,
+        max_attempts: new.max_attempts,
+        on_exhausted: new.on_exhausted,
+        paused: false,
+        created_at_ms: now,
+        updated_at_ms: now,
+        revision: 0,
+        next_turn: 1,
+        pending: Vec::new(),
+        completed_turns: 0,
+        history_through: 0,
+        history_pruned_through: 0,
+        due_at_ms: None,
+        epoch: new_epoch(now),
+        outbox: Vec::new(),
+        schedules: Vec::new(),
+        events: Vec::new(),
+    }
+}
+
 /// A random id for an instance incarnation.
 pub(super) fn new_epoch(now: Millis) -> String {
     let noise = RandomState::new().hash_one(now);

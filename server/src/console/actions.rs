@@ -305,16 +305,11 @@ pub(super) async fn control(
 ) -> Page {
     let form = read_form(&headers, &body)?;
     let id = required(&form, "workflow_id")?.to_owned();
-    let action = required(&form, "action")?;
-    let action: ControlAction = serde_json::from_value(json!(action)).map_err(|_| {
-        Fail::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "`{action}` is not an action; use one of {}",
-                ControlAction::ALL.join(", ")
-            ),
-        )
-    })?;
+    let action: ControlAction = choice(
+        required(&form, "action")?,
+        "an action",
+        ControlAction::ALL,
+    )?;
     let turn = form.get("turn").and_then(|t| t.parse::<u64>().ok());
     engine(&state)
         .control(ControlRequest {
@@ -325,6 +320,21 @@ pub(super) async fn control(
         })
         .await?;
     Ok(see_other(&instance_url(&id)))
+}
+
+/// A form field naming one of a wire enum's values (`all`), as that enum; a 400 saying what
+/// `value` is not (`what`) and listing the values otherwise.
+fn choice<T: serde::de::DeserializeOwned>(
+    value: &str,
+    what: &str,
+    all: &[&str],
+) -> Result<T, Fail> {
+    serde_json::from_value(json!(value)).map_err(|_| {
+        Fail::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{value}` is not {what}; use one of {}", all.join(", ")),
+        )
+    })
 }
 
 /// Who the console's operator actions say asked, on the instance's events.
@@ -341,16 +351,11 @@ pub(super) async fn restart(
     let turn: u64 = required(&form, "turn")?
         .parse()
         .map_err(|_| Fail::new(StatusCode::BAD_REQUEST, "`turn` is not a turn number"))?;
-    let from = required(&form, "from")?;
-    let from: RestartFrom = serde_json::from_value(json!(from)).map_err(|_| {
-        Fail::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "`{from}` is not where a turn restarts; use one of {}",
-                RestartFrom::ALL.join(", ")
-            ),
-        )
-    })?;
+    let from: RestartFrom = choice(
+        required(&form, "from")?,
+        "where a turn restarts",
+        RestartFrom::ALL,
+    )?;
     engine(&state)
         .restart_turn(RestartTurnRequest {
             workflow_id: id.clone(),

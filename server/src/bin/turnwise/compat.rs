@@ -61,15 +61,9 @@ pub struct CompatArgs {
 /// With `--workflow` and `--to`, run the live check against the server `client` names.
 pub fn run(args: CompatArgs, client: crate::cli::ClientArgs) -> ExitCode {
     if let (Some(workflow), Some(to)) = (args.workflow.clone(), args.to.clone()) {
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
+        let runtime = match crate::async_runtime(tokio::runtime::Builder::new_current_thread()) {
             Ok(rt) => rt,
-            Err(e) => {
-                eprintln!("turnwise: could not start the async runtime: {e}");
-                return ExitCode::FAILURE;
-            }
+            Err(code) => return code,
         };
         let live = crate::cli::run_compat_live(client, workflow, to, args.json);
         return runtime.block_on(live);

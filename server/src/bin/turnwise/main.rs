@@ -110,15 +110,9 @@ fn main() -> ExitCode {
     };
     // Kept to the end of `main`: dropping it flushes the span export (feature `otel`).
     let _exporting = init_logs(log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("turnwise: could not start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match job {
         Job::Client(command) => runtime.block_on(cli::run(cli.client, command)),
@@ -130,6 +124,17 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// The async runtime `builder` makes, with every driver on; when it cannot start, the message
+/// is printed and the exit code answered.
+pub(crate) fn async_runtime(
+    mut builder: tokio::runtime::Builder,
+) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("turnwise: could not start the async runtime: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 /// Log lines on stderr, filtered by `RUST_LOG` (default `info`), as text or JSON; with the
