@@ -164,7 +164,7 @@ pub use turnwise_core::{clock, manifest, metrics, protocol, trace};
 #[cfg(feature = "http")]
 pub use turnwise_http as http;
 // The SDK's modules, at the paths users know.
-pub use sdk::{codec, context, handle, schema, testing, worker, workflow};
+pub use sdk::{codec, context, handle, replay, schema, testing, worker, workflow};
 
 // Support for generated code; it lives with the SDK, at the path the macros name.
 #[doc(hidden)]

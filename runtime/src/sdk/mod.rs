@@ -13,6 +13,7 @@ pub mod codec;
 pub mod context;
 pub mod handle;
 mod outcome;
+pub mod replay;
 pub mod schema;
 #[cfg(feature = "engine")]
 mod test_env;

@@ -83,6 +83,18 @@ impl TestEnv {
         self.worker.run_until_idle().await
     }
 
+    /// Replay a saved turn ([`export_turn`](crate::replay::export_turn), `turnwise turns
+    /// export`) against `workflow`'s code: whether it still makes the saved durable calls, or
+    /// the report of where it diverges ([`crate::replay::replay`]). Nothing of this
+    /// environment is touched.
+    pub async fn replay<W: Workflow>(
+        &self,
+        workflow: W,
+        saved: &crate::replay::SavedTurn,
+    ) -> Result<crate::replay::Replayed> {
+        crate::replay::replay(workflow, saved).await
+    }
+
     /// Move the virtual clock forward, then run what became ready.
     pub async fn advance(&self, by: Duration) -> Result<usize> {
         self.clock.advance(by);

@@ -40,6 +40,7 @@ mod test_handles;
 mod test_manifest;
 mod test_parallel;
 mod test_replay;
+mod test_saved_turns;
 mod test_schedules;
 mod test_signals;
 mod test_steps;

@@ -305,11 +305,8 @@ pub(super) async fn control(
 ) -> Page {
     let form = read_form(&headers, &body)?;
     let id = required(&form, "workflow_id")?.to_owned();
-    let action: ControlAction = choice(
-        required(&form, "action")?,
-        "an action",
-        ControlAction::ALL,
-    )?;
+    let action: ControlAction =
+        choice(required(&form, "action")?, "an action", ControlAction::ALL)?;
     let turn = form.get("turn").and_then(|t| t.parse::<u64>().ok());
     engine(&state)
         .control(ControlRequest {

@@ -1577,3 +1577,55 @@ async fn a_suspended_turn_shows_its_report_and_is_restarted_or_forked() {
         .unwrap();
     assert_eq!((t.status, t.steps.len()), (TurnStatus::Queued, 1));
 }
+
+/// `turns export`: a turn's saved record, on stdout or into a file, as `turnwise::replay`
+/// reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_export_writes_a_turns_saved_record() {
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.as_str();
+    let http = Http::connect(base, None).unwrap();
+    create(&http, "c-1", "counter").await;
+    send(&http, "c-1", "m-1", json!({"add": 2})).await;
+    let task = claim(&http).await;
+    http.checkpoint(CheckpointRequest {
+        lease: lease(&task),
+        position: 0,
+        key: "add".into(),
+        kind: CheckpointKind::Step,
+        output: json!(2),
+        delay_ms: None,
+    })
+    .await
+    .unwrap();
+
+    let printed = turnwise(base, None, &["turns", "export", "c-1", "1"]).await;
+    let saved: turnwise::replay::SavedTurn = serde_json::from_str(printed.text()).unwrap();
+    assert_eq!(saved.workflow_type, "counter");
+    assert_eq!(saved.turn.message, json!({"add": 2}));
+    assert_eq!(saved.turn.steps[0].key, "add");
+    assert_eq!(saved.turn.steps[0].output, json!(2));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("turn.json");
+    let text = turnwise(
+        base,
+        None,
+        &[
+            "turns",
+            "export",
+            "c-1",
+            "1",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(text.text().contains("(1 saved steps)"), "{text:#?}");
+    let from_file: turnwise::replay::SavedTurn =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(from_file, saved);
+    turnwise(base, None, &["turns", "export", "c-1", "9", "--json"])
+        .await
+        .failed(3);
+}

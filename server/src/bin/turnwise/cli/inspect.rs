@@ -96,6 +96,56 @@ pub struct TurnArgs {
     number: u64,
 }
 
+/// `turns` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum TurnsCommand {
+    /// Write one turn's saved record (the state before it, its message and its saved steps,
+    /// with their values) as JSON, to replay against changed code in a test
+    /// (`turnwise::replay`, `TestEnv::replay`). It holds payloads: keep it where the data may
+    /// go.
+    Export(ExportTurnArgs),
+}
+
+/// `turns export`.
+#[derive(Args, Debug)]
+pub struct ExportTurnArgs {
+    #[command(flatten)]
+    turn: TurnArgs,
+    /// Write it to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
+}
+
+/// `turns export`: the saved record of a turn, on stdout or into `--out`.
+pub async fn turns(ctx: &Ctx, command: TurnsCommand) -> Result<(), Failure> {
+    let TurnsCommand::Export(args) = command;
+    let saved = turnwise::replay::export_turn(&ctx.http, &args.turn.id, args.turn.number)
+        .await
+        .map_err(|e| ctx.fail(e))?;
+    let text = serde_json::to_string_pretty(&saved).unwrap_or_default() + "\n";
+    match args.out {
+        None => print!("{text}"),
+        Some(file) => {
+            std::fs::write(&file, text).map_err(|e| {
+                Failure::new(
+                    super::Exit::Other,
+                    format!("cannot write {}: {e}", file.display()),
+                )
+            })?;
+            if !ctx.out.json {
+                println!(
+                    "wrote turn {} of {} ({} saved steps) to {}",
+                    args.turn.number,
+                    args.turn.id,
+                    saved.turn.steps.len(),
+                    file.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Instances are read in pages of this many while filtering.
 const PAGE: u32 = 100;
 

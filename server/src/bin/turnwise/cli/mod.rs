@@ -214,6 +214,9 @@ pub enum Command {
     History(inspect::HistoryArgs),
     /// One turn, unfinished or in history, with its steps and signals.
     Turn(inspect::TurnArgs),
+    /// Export a turn's saved record, to replay it against changed code in a test.
+    #[command(subcommand)]
+    Turns(inspect::TurnsCommand),
     /// The runs of an instance, newest first: one per attempt of a turn, with how it ended,
     /// how long it took, the inbox before and after, and its usage (the runs route, kept 30
     /// days by default). A run still going shows once it ends or is suspended.
@@ -365,6 +368,7 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<(), Failure> {
         Command::Inbox(a) => inspect::inbox(ctx, a).await,
         Command::History(a) => inspect::history(ctx, a).await,
         Command::Turn(a) => inspect::turn(ctx, a).await,
+        Command::Turns(c) => inspect::turns(ctx, c).await,
         Command::Runs(a) => inspect::runs(ctx, a).await,
         Command::Send(a) => control::send(ctx, a).await,
         Command::Signal(a) => control::signal(ctx, a).await,
