@@ -3,6 +3,8 @@
 
 #![allow(clippy::unused_async)]
 
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -17,8 +19,40 @@ pub struct S {
     pub n: u64,
 }
 
-async fn one() -> Result<u64, TurnError> {
-    Ok(1)
+/// Every successful step run, as (instance id, effect id): a step that ran twice shows its
+/// effect id twice.
+static RAN: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+/// Instances whose step `a` fails its first attempt with a retryable error.
+static FAIL_ONCE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Make step `a` of instance `id` fail its first attempt (retryably).
+pub fn fail_once(id: &str) {
+    FAIL_ONCE.lock().unwrap().insert(id.to_owned());
+}
+
+/// The effect ids of the steps instance `id` ran, in order.
+pub fn runs(id: &str) -> Vec<String> {
+    RAN.lock()
+        .unwrap()
+        .iter()
+        .filter(|(w, _)| w == id)
+        .map(|(_, e)| e.clone())
+        .collect()
+}
+
+/// Every fixture step: records its run by effect id, and answers `v` (or fails once, see
+/// [`fail_once`]).
+pub async fn ran<T>(c: StepCtx, v: T) -> Result<T, TurnError> {
+    let id = c.fence().workflow_id.clone();
+    if c.key() == "a" && FAIL_ONCE.lock().unwrap().remove(&id) {
+        return Err(TurnError::retry("step `a` fails its first attempt"));
+    }
+    RAN.lock().unwrap().push((id, c.effect_id().to_owned()));
+    Ok(v)
+}
+
+async fn one(c: StepCtx) -> Result<u64, TurnError> {
+    ran(c, 1).await
 }
 
 pub mod base {
@@ -26,9 +60,9 @@ pub mod base {
     /// `a` → `nap` → `b`.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -39,11 +73,11 @@ pub mod layout {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         // First the amount.
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
 
         // Then wait an hour.
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -52,9 +86,9 @@ pub mod rename {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("amount", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("amount", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -63,10 +97,10 @@ pub mod insert_before {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        ctx.step("x", |_| one()).await?;
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        ctx.step("x", |c| one(c)).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -75,10 +109,10 @@ pub mod insert_between {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
-        ctx.step("x", |_| one()).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        ctx.step("x", |c| one(c)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -87,10 +121,10 @@ pub mod insert_after {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
-        let c = ctx.step("c", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
+        let c = ctx.step("c", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b + c }).reply(a))
     }
 }
@@ -100,8 +134,8 @@ pub mod reorder {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         ctx.sleep("nap", HOUR).await?;
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -110,7 +144,7 @@ pub mod remove_last {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -121,7 +155,7 @@ pub mod kind_change {
     /// `b` was a step and is now a sleep.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         ctx.sleep("b", HOUR).await?;
         Ok(Done::new(S { n: s.n + a }).reply(a))
@@ -132,12 +166,12 @@ pub mod new_branch {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         if a > 100 {
-            ctx.step("review", |_| one()).await?;
+            ctx.step("review", |c| one(c)).await?;
         }
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -147,10 +181,10 @@ pub mod branchy {
     /// `a` → `nap` → `big` when the amount is over 100.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         if a > 100 {
-            ctx.step("big", |_| one()).await?;
+            ctx.step("big", |c| one(c)).await?;
         }
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -160,12 +194,12 @@ pub mod else_added {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         if a > 100 {
-            ctx.step("big", |_| one()).await?;
+            ctx.step("big", |c| one(c)).await?;
         } else {
-            ctx.step("small", |_| one()).await?;
+            ctx.step("small", |c| one(c)).await?;
         }
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -175,10 +209,10 @@ pub mod condition_changed {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         if a > 50 {
-            ctx.step("big", |_| one()).await?;
+            ctx.step("big", |c| one(c)).await?;
         }
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -189,9 +223,9 @@ pub mod input_changed {
     /// The sleep is as long, but computed from another value.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", Duration::from_secs(60 * 60)).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -202,7 +236,7 @@ pub mod looped {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         for i in 0..m.min(3) {
-            ctx.step(format!("item-{i}"), |_| one()).await?;
+            ctx.step(format!("item-{i}"), |c| one(c)).await?;
         }
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + m }).reply(m))
@@ -214,7 +248,7 @@ pub mod loop_key_changed {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         for i in 0..m.min(3) {
-            ctx.step(format!("row-{i}"), |_| one()).await?;
+            ctx.step(format!("row-{i}"), |c| one(c)).await?;
         }
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + m }).reply(m))
@@ -228,8 +262,8 @@ pub mod grouped {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let (l, r) = ctx
             .parallel()
-            .step("left", |_| one())
-            .step("right", |_| one())
+            .step("left", |c| one(c))
+            .step("right", |c| one(c))
             .await?;
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + l + r }).reply(m))
@@ -242,9 +276,9 @@ pub mod member_added {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let (l, c, r) = ctx
             .parallel()
-            .step("left", |_| one())
-            .step("centre", |_| one())
-            .step("right", |_| one())
+            .step("left", |c| one(c))
+            .step("centre", |c| one(c))
+            .step("right", |c| one(c))
             .await?;
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + l + c + r }).reply(m))
@@ -261,9 +295,9 @@ pub mod optional_field {
     }
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S2, m: u64) -> Result<Done<S2, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S2 {
             n: s.n + a + b,
             ..s
@@ -281,9 +315,9 @@ pub mod required_field {
     }
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S2, m: u64) -> Result<Done<S2, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S2 {
             n: s.n + a + b,
             ..s
@@ -305,7 +339,7 @@ pub mod enum_message {
         let amount = match m {
             Msg::Pay(n) | Msg::Refund(n) => n,
         };
-        let a = ctx.step("a", move |_| async move { Ok(amount) }).await?;
+        let a = ctx.step("a", move |c| ran(c, amount)).await?;
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -320,7 +354,7 @@ pub mod variant_removed {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: Msg) -> Result<Done<S, u64>, TurnError> {
         let Msg::Pay(amount) = m;
-        let a = ctx.step("a", move |_| async move { Ok(amount) }).await?;
+        let a = ctx.step("a", move |c| ran(c, amount)).await?;
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -340,7 +374,7 @@ pub mod variant_added {
             Msg::Pay(n) | Msg::Refund(n) => n,
             Msg::Void => 0,
         };
-        let a = ctx.step("a", move |_| async move { Ok(amount) }).await?;
+        let a = ctx.step("a", move |c| ran(c, amount)).await?;
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -358,7 +392,7 @@ pub mod waiting {
     /// `a`, then a wait for an approval.
     #[workflow(name = "order", signals(Approval))]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         let ok = ctx.wait_for_signal::<Approval>("approve", HOUR).await?;
         let n = if ok.is_some_and(|o| o.ok) { a } else { 0 };
         Ok(Done::new(S { n: s.n + n }).reply(a))
@@ -376,7 +410,7 @@ pub mod signal_changed {
     }
     #[workflow(name = "order", signals(Approval))]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         let ok = ctx.wait_for_signal::<Approval>("approve", HOUR).await?;
         let n = if ok.is_some_and(|o| o.ok) { a } else { 0 };
         Ok(Done::new(S { n: s.n + n }).reply(a))
@@ -390,7 +424,7 @@ pub mod signal_added {
     pub struct Cancel;
     #[workflow(name = "order", signals(Approval, Cancel))]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         let ok = ctx.wait_for_signal::<Approval>("approve", HOUR).await?;
         let n = if ok.is_some_and(|o| o.ok) { a } else { 0 };
         Ok(Done::new(S { n: s.n + n }).reply(a))
@@ -402,11 +436,9 @@ pub mod typed {
     /// `base` with `a`'s output type written out, so that its schema is in the manifest.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx
-            .step::<u64, _, _>("a", move |_| async move { Ok(m) })
-            .await?;
+        let a = ctx.step::<u64, _, _>("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -417,11 +449,11 @@ pub mod output_changed {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx
-            .step::<String, _, _>("a", move |_| async move { Ok(m.to_string()) })
+            .step::<String, _, _>("a", move |c| ran(c, m.to_string()))
             .await?;
         let a: u64 = a.parse().unwrap_or(0);
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -431,12 +463,12 @@ pub mod patch_added {
     /// `base` with a check inserted before the sleep, behind a patch.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         if ctx.patched("check").await? {
-            ctx.step("x", |_| one()).await?;
+            ctx.step("x", |c| one(c)).await?;
         }
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -447,10 +479,10 @@ pub mod patch_removed {
     /// marker, no longer replay.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
-        ctx.step("x", |_| one()).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        ctx.step("x", |c| one(c)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -460,10 +492,224 @@ pub mod next_version {
     /// v2: `base` with a final step; instances of v1 upgrade to it.
     #[workflow(name = "order", version = "v2")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let a = ctx.step("a", move |_| async move { Ok(m) }).await?;
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |_| one()).await?;
-        let c = ctx.step("receipt", |_| one()).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
+        let c = ctx.step("receipt", |c| one(c)).await?;
         Ok(Done::new(S { n: s.n + a + b + c }).reply(a))
+    }
+}
+
+// The fixes the findings suggest, one per change that needs a patch or breaks: each is
+// classed `safe` against the old code and finishes the turns the change suspends.
+
+pub mod rename_fixed {
+    use super::*;
+    /// The rename, keeping the saved key `a`.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let amount = ctx.step("a", move |c| ran(c, m)).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
+        Ok(Done::new(S {
+            n: s.n + amount + b,
+        })
+        .reply(amount))
+    }
+}
+
+pub mod insert_before_fixed {
+    use super::*;
+    /// The inserted step behind `ctx.patched("x")`.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        if ctx.patched("x").await? {
+            ctx.step("x", |c| one(c)).await?;
+        }
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod insert_between_fixed {
+    use super::*;
+    /// The inserted step behind `ctx.patched("x")`.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        if ctx.patched("x").await? {
+            ctx.step("x", |c| one(c)).await?;
+        }
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod reorder_fixed {
+    use super::*;
+    /// The new order behind a patch; turns saved before it keep the old one.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = if ctx.patched("nap-first").await? {
+            ctx.sleep("nap", HOUR).await?;
+            ctx.step("a", move |c| ran(c, m)).await?
+        } else {
+            let a = ctx.step("a", move |c| ran(c, m)).await?;
+            ctx.sleep("nap", HOUR).await?;
+            a
+        };
+        let b = ctx.step("b", |c| one(c)).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod remove_last_fixed {
+    use super::*;
+    /// `b` dropped behind a patch: turns saved before it still run it.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = if ctx.patched("no-b").await? {
+            0
+        } else {
+            ctx.step("b", |c| one(c)).await?
+        };
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod kind_change_fixed {
+    use super::*;
+    /// The new sleep under a key of its own, after `b`.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
+        ctx.sleep("b-wait", HOUR).await?;
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
+    }
+}
+
+pub mod loop_key_fixed {
+    use super::*;
+    /// The new keys behind a patch; turns saved before it keep the old ones.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let prefix = if ctx.patched("rows").await? {
+            "row"
+        } else {
+            "item"
+        };
+        for i in 0..m.min(3) {
+            ctx.step(format!("{prefix}-{i}"), |c| one(c)).await?;
+        }
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + m }).reply(m))
+    }
+}
+
+pub mod member_added_fixed {
+    use super::*;
+    /// The bigger group behind a patch.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let n = if ctx.patched("centre").await? {
+            let (l, c, r) = ctx
+                .parallel()
+                .step("left", |c| one(c))
+                .step("centre", |c| one(c))
+                .step("right", |c| one(c))
+                .await?;
+            l + c + r
+        } else {
+            let (l, r) = ctx
+                .parallel()
+                .step("left", |c| one(c))
+                .step("right", |c| one(c))
+                .await?;
+            l + r
+        };
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + n }).reply(m))
+    }
+}
+
+pub mod required_field_fixed {
+    use super::*;
+    /// The new field, readable from old states.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub struct S2 {
+        pub n: u64,
+        #[serde(default)]
+        pub owner: String,
+    }
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S2, m: u64) -> Result<Done<S2, u64>, TurnError> {
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
+        Ok(Done::new(S2 {
+            n: s.n + a + b,
+            ..s
+        })
+        .reply(a))
+    }
+}
+
+pub mod variant_kept {
+    use super::*;
+    /// `Refund` kept readable, no longer sent.
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub enum Msg {
+        Pay(u64),
+        /// Still read from queued messages.
+        Refund(u64),
+    }
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: Msg) -> Result<Done<S, u64>, TurnError> {
+        let amount = match m {
+            Msg::Pay(n) | Msg::Refund(n) => n,
+        };
+        let a = ctx.step("a", move |c| ran(c, amount)).await?;
+        ctx.sleep("nap", HOUR).await?;
+        Ok(Done::new(S { n: s.n + a }).reply(a))
+    }
+}
+
+pub mod signal_changed_fixed {
+    use super::*;
+    /// The approval names who approved, when it does.
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema, Signal)]
+    #[signal(name = "approval")]
+    pub struct Approval {
+        pub ok: bool,
+        #[serde(default)]
+        pub by: Option<String>,
+    }
+    #[workflow(name = "order", signals(Approval))]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step("a", move |c| ran(c, m)).await?;
+        let ok = ctx.wait_for_signal::<Approval>("approve", HOUR).await?;
+        let n = if ok.is_some_and(|o| o.ok) { a } else { 0 };
+        Ok(Done::new(S { n: s.n + n }).reply(a))
+    }
+}
+
+pub mod output_kept {
+    use super::*;
+    /// `a` keeps its saved type; the text is made from it.
+    #[workflow(name = "order")]
+    pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
+        let a = ctx.step::<u64, _, _>("a", move |c| ran(c, m)).await?;
+        let text = a.to_string();
+        ctx.sleep("nap", HOUR).await?;
+        let b = ctx.step("b", |c| one(c)).await?;
+        let a: u64 = text.parse().unwrap_or(0);
+        Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
