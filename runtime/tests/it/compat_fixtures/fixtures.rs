@@ -597,16 +597,11 @@ pub mod kind_change_fixed {
 
 pub mod loop_key_fixed {
     use super::*;
-    /// The new keys behind a patch; turns saved before it keep the old ones.
+    /// The loop keeps its saved keys (`item-*`), whatever its variables are now called.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let prefix = if ctx.patched("rows").await? {
-            "row"
-        } else {
-            "item"
-        };
-        for i in 0..m.min(3) {
-            ctx.step(format!("{prefix}-{i}"), |c| one(c)).await?;
+        for row in 0..m.min(3) {
+            ctx.step(format!("item-{row}"), |c| one(c)).await?;
         }
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + m }).reply(m))
