@@ -62,7 +62,7 @@ pub mod base {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -77,7 +77,7 @@ pub mod layout {
 
         // Then wait an hour.
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -88,7 +88,7 @@ pub mod rename {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("amount", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -97,10 +97,10 @@ pub mod insert_before {
     use super::*;
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        ctx.step("x", |c| one(c)).await?;
+        ctx.step("x", one).await?;
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -110,9 +110,9 @@ pub mod insert_between {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
-        ctx.step("x", |c| one(c)).await?;
+        ctx.step("x", one).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -123,8 +123,8 @@ pub mod insert_after {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
-        let c = ctx.step("c", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
+        let c = ctx.step("c", one).await?;
         Ok(Done::new(S { n: s.n + a + b + c }).reply(a))
     }
 }
@@ -135,7 +135,7 @@ pub mod reorder {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         ctx.sleep("nap", HOUR).await?;
         let a = ctx.step("a", move |c| ran(c, m)).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -169,9 +169,9 @@ pub mod new_branch {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         if a > 100 {
-            ctx.step("review", |c| one(c)).await?;
+            ctx.step("review", one).await?;
         }
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -184,7 +184,7 @@ pub mod branchy {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         if a > 100 {
-            ctx.step("big", |c| one(c)).await?;
+            ctx.step("big", one).await?;
         }
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -197,9 +197,9 @@ pub mod else_added {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         if a > 100 {
-            ctx.step("big", |c| one(c)).await?;
+            ctx.step("big", one).await?;
         } else {
-            ctx.step("small", |c| one(c)).await?;
+            ctx.step("small", one).await?;
         }
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -212,7 +212,7 @@ pub mod condition_changed {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         if a > 50 {
-            ctx.step("big", |c| one(c)).await?;
+            ctx.step("big", one).await?;
         }
         Ok(Done::new(S { n: s.n + a }).reply(a))
     }
@@ -225,7 +225,7 @@ pub mod input_changed {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", Duration::from_secs(60 * 60)).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -236,7 +236,7 @@ pub mod looped {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         for i in 0..m.min(3) {
-            ctx.step(format!("item-{i}"), |c| one(c)).await?;
+            ctx.step(format!("item-{i}"), one).await?;
         }
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + m }).reply(m))
@@ -248,7 +248,7 @@ pub mod loop_key_changed {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         for i in 0..m.min(3) {
-            ctx.step(format!("row-{i}"), |c| one(c)).await?;
+            ctx.step(format!("row-{i}"), one).await?;
         }
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + m }).reply(m))
@@ -260,11 +260,7 @@ pub mod grouped {
     /// Two steps in parallel, then a sleep.
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
-        let (l, r) = ctx
-            .parallel()
-            .step("left", |c| one(c))
-            .step("right", |c| one(c))
-            .await?;
+        let (l, r) = ctx.parallel().step("left", one).step("right", one).await?;
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + l + r }).reply(m))
     }
@@ -276,9 +272,9 @@ pub mod member_added {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let (l, c, r) = ctx
             .parallel()
-            .step("left", |c| one(c))
-            .step("centre", |c| one(c))
-            .step("right", |c| one(c))
+            .step("left", one)
+            .step("centre", one)
+            .step("right", one)
             .await?;
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + l + c + r }).reply(m))
@@ -297,7 +293,7 @@ pub mod optional_field {
     pub async fn f(ctx: &mut Turn, s: S2, m: u64) -> Result<Done<S2, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S2 {
             n: s.n + a + b,
             ..s
@@ -317,7 +313,7 @@ pub mod required_field {
     pub async fn f(ctx: &mut Turn, s: S2, m: u64) -> Result<Done<S2, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S2 {
             n: s.n + a + b,
             ..s
@@ -438,7 +434,7 @@ pub mod typed {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step::<u64, _, _>("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -453,7 +449,7 @@ pub mod output_changed {
             .await?;
         let a: u64 = a.parse().unwrap_or(0);
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -465,10 +461,10 @@ pub mod patch_added {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         if ctx.patched("check").await? {
-            ctx.step("x", |c| one(c)).await?;
+            ctx.step("x", one).await?;
         }
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -480,9 +476,9 @@ pub mod patch_removed {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
-        ctx.step("x", |c| one(c)).await?;
+        ctx.step("x", one).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -494,8 +490,8 @@ pub mod next_version {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
-        let c = ctx.step("receipt", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
+        let c = ctx.step("receipt", one).await?;
         Ok(Done::new(S { n: s.n + a + b + c }).reply(a))
     }
 }
@@ -510,7 +506,7 @@ pub mod rename_fixed {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let amount = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S {
             n: s.n + amount + b,
         })
@@ -524,11 +520,11 @@ pub mod insert_before_fixed {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         if ctx.patched("x").await? {
-            ctx.step("x", |c| one(c)).await?;
+            ctx.step("x", one).await?;
         }
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -540,10 +536,10 @@ pub mod insert_between_fixed {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         if ctx.patched("x").await? {
-            ctx.step("x", |c| one(c)).await?;
+            ctx.step("x", one).await?;
         }
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -561,7 +557,7 @@ pub mod reorder_fixed {
             ctx.sleep("nap", HOUR).await?;
             a
         };
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }
@@ -576,7 +572,7 @@ pub mod remove_last_fixed {
         let b = if ctx.patched("no-b").await? {
             0
         } else {
-            ctx.step("b", |c| one(c)).await?
+            ctx.step("b", one).await?
         };
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
@@ -589,7 +585,7 @@ pub mod kind_change_fixed {
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         ctx.sleep("b-wait", HOUR).await?;
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
@@ -601,7 +597,7 @@ pub mod loop_key_fixed {
     #[workflow(name = "order")]
     pub async fn f(ctx: &mut Turn, s: S, m: u64) -> Result<Done<S, u64>, TurnError> {
         for row in 0..m.min(3) {
-            ctx.step(format!("item-{row}"), |c| one(c)).await?;
+            ctx.step(format!("item-{row}"), one).await?;
         }
         ctx.sleep("nap", HOUR).await?;
         Ok(Done::new(S { n: s.n + m }).reply(m))
@@ -616,17 +612,13 @@ pub mod member_added_fixed {
         let n = if ctx.patched("centre").await? {
             let (l, c, r) = ctx
                 .parallel()
-                .step("left", |c| one(c))
-                .step("centre", |c| one(c))
-                .step("right", |c| one(c))
+                .step("left", one)
+                .step("centre", one)
+                .step("right", one)
                 .await?;
             l + c + r
         } else {
-            let (l, r) = ctx
-                .parallel()
-                .step("left", |c| one(c))
-                .step("right", |c| one(c))
-                .await?;
+            let (l, r) = ctx.parallel().step("left", one).step("right", one).await?;
             l + r
         };
         ctx.sleep("nap", HOUR).await?;
@@ -647,7 +639,7 @@ pub mod required_field_fixed {
     pub async fn f(ctx: &mut Turn, s: S2, m: u64) -> Result<Done<S2, u64>, TurnError> {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         Ok(Done::new(S2 {
             n: s.n + a + b,
             ..s
@@ -703,7 +695,7 @@ pub mod output_kept {
         let a = ctx.step::<u64, _, _>("a", move |c| ran(c, m)).await?;
         let text = a.to_string();
         ctx.sleep("nap", HOUR).await?;
-        let b = ctx.step("b", |c| one(c)).await?;
+        let b = ctx.step("b", one).await?;
         let a: u64 = text.parse().unwrap_or(0);
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
