@@ -729,6 +729,34 @@ mod tests {
     use serde::Deserialize;
     use serde_json::json;
 
+    /// The kind of a decoding failure names a missing field but never repeats a value the
+    /// decoder's message quotes.
+    #[test]
+    fn failure_kind_names_the_kind_and_no_value() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Owner {
+            n: u64,
+            owner: String,
+        }
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        enum Msg {
+            Pay(u64),
+        }
+        let owner =
+            |v: Value| failure_kind(&decode::<_, Owner>(&JsonCodec, "state", &v).unwrap_err());
+        assert_eq!(owner(json!({"n": 31337})), "missing field `owner`");
+        assert_eq!(
+            owner(json!({"n": "s3cret", "owner": "x"})),
+            "a value of another type"
+        );
+        let msg = failure_kind(
+            &decode::<_, Msg>(&JsonCodec, "m", &json!({"Refund": 31337})).unwrap_err(),
+        );
+        assert_eq!(msg, "an unknown variant");
+    }
+
     #[test]
     fn canonical_sorts_keys_at_every_level() {
         let v = json!({"b": 1, "a": {"d": [1, {"z": 0, "y": 1}], "c": null}});
