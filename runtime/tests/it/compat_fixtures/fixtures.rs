@@ -22,10 +22,13 @@ pub struct S {
 /// Every successful step run, as (instance id, effect id): a step that ran twice shows its
 /// effect id twice.
 static RAN: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-/// Instances whose step `a` fails its first attempt with a retryable error.
+/// Instances whose first run of step `a`, `item-0` or `right` fails (once, retryably).
 static FAIL_ONCE: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
-/// Make step `a` of instance `id` fail its first attempt (retryably).
+/// Make the first run of instance `id`'s step `a` (or the loop's `item-0`, or the group's
+/// last member `right`) fail, with a retryable error. In a group it is the last member: a
+/// member that finishes after an earlier member failed is not saved, so it runs again on the
+/// retry (seen here with `left` failing: `right` ran twice).
 pub fn fail_once(id: &str) {
     FAIL_ONCE.lock().unwrap().insert(id.to_owned());
 }
@@ -44,8 +47,8 @@ pub fn runs(id: &str) -> Vec<String> {
 /// [`fail_once`]).
 pub async fn ran<T>(c: StepCtx, v: T) -> Result<T, TurnError> {
     let id = c.fence().workflow_id.clone();
-    if c.key() == "a" && FAIL_ONCE.lock().unwrap().remove(&id) {
-        return Err(TurnError::retry("step `a` fails its first attempt"));
+    if matches!(c.key(), "a" | "item-0" | "right") && FAIL_ONCE.lock().unwrap().remove(&id) {
+        return Err(TurnError::retry("the step fails its first attempt"));
     }
     RAN.lock().unwrap().push((id, c.effect_id().to_owned()));
     Ok(v)

@@ -51,7 +51,7 @@ struct InFlight<O: Workflow> {
 
 /// Start `name`'s instances of `old`: `-idle` with turn 1 completed, `-asleep` with turn 1
 /// asleep at `nap` (or waiting for the approval), `-retrying` with turn 1 backing off after
-/// step `a` failed (when `old` has a step `a`).
+/// a step failed (see [`fixtures::fail_once`]).
 async fn in_flight<O>(env: &TestEnv, old: &O, name: &str, msg: &O::Message) -> InFlight<O>
 where
     O: Workflow,
@@ -72,6 +72,13 @@ where
     env.run_until_idle().await.unwrap();
     let t = turn(&asleep, 1).await;
     assert_eq!(t.status, TurnStatus::Waiting, "{name}: asleep: {t:?}");
+    let t = turn(&retrying, 1).await;
+    assert_eq!(
+        (t.status, t.attempt),
+        (TurnStatus::Queued, 1),
+        "{name}: a step failed its first attempt and the turn backs off: {t:?}"
+    );
+    assert!(t.error.is_some(), "{name}: {t:?}");
     InFlight {
         idle,
         asleep,
@@ -120,6 +127,8 @@ async fn finish<O>(
         attempts += worker.run_until_idle().await.unwrap();
     }
     assert!(attempts > 0, "{}: the new code ran", f.idle.id());
+    let retried = turn(&f.retrying, 1).await.attempt;
+    assert!(retried >= 2, "{}: the new code retried", f.retrying.id());
     for (h, n) in [(&f.idle, 1), (&f.idle, 2), (&f.asleep, 1), (&f.retrying, 1)] {
         let t = turn(h, n).await;
         assert_eq!(
