@@ -163,6 +163,39 @@ where
     finish(&env, &f, &worker, msg, new_step).await;
 }
 
+/// [`prepare`] and [`finish`] for a change classed `review` (the check cannot tell; a person
+/// decides): with the amount every run sends, these behave as before, and finish.
+async fn review_run<O, N>(name: &str, old: O, new: N, msg: O::Message)
+where
+    O: Workflow<Reply = u64> + Clone,
+    O::State: Default,
+    O::Message: Clone,
+    N: Workflow,
+{
+    let class = compare(&manifest(&old), &manifest(&new)).class;
+    assert_eq!(class, Class::Review, "{name}");
+    let env = TestEnv::new().register(old.clone());
+    let f = in_flight(&env, &old, name, &msg).await;
+    let worker = deploy(&env, new);
+    finish(&env, &f, &worker, msg, None).await;
+}
+
+/// The changes classed `review`, run: a condition moved past the amount sent, a sleep's length
+/// computed another way, a message variant added.
+#[tokio::test]
+async fn the_changes_for_review_finish_turns_in_flight_when_they_behave_alike() {
+    use enum_message::Msg;
+    review_run("v-cond", branchy::f, condition_changed::f, AMOUNT).await;
+    review_run("v-input", base::f, input_changed::f, AMOUNT).await;
+    review_run(
+        "v-variant",
+        enum_message::f,
+        variant_added::f,
+        Msg::Pay(AMOUNT),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn every_safe_change_finishes_the_turns_in_flight() {
     safe_run("r-layout", base::f, layout::f, AMOUNT, None).await;
