@@ -248,6 +248,43 @@ pub fn decode<C: Codec, T: DeserializeOwned>(
     })
 }
 
+/// The kind of a decoding failure, in words that quote no value: for a missing field, its
+/// name (the decoding type's own); otherwise only the kind (`unknown variant`, `invalid type`,
+/// ..). The decoder's message itself can quote a value (`invalid type: string "abc"`), so it is
+/// only looked at, never repeated.
+pub(crate) fn failure_kind(e: &CodecError) -> String {
+    let CodecError::Decode { message, .. } = e else {
+        return "not a value of the expected type".to_owned();
+    };
+    if let Some(rest) = message.strip_prefix("missing field `") {
+        if let Some((field, _)) = rest.split_once('`') {
+            let plain = !field.is_empty()
+                && field
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if plain {
+                return format!("missing field `{field}`");
+            }
+        }
+        return "a missing field".to_owned();
+    }
+    const KINDS: [(&str, &str); 6] = [
+        ("unknown variant", "an unknown variant"),
+        ("unknown field", "an unknown field"),
+        ("invalid type", "a value of another type"),
+        ("invalid value", "an invalid value"),
+        ("invalid length", "a sequence of another length"),
+        ("duplicate field", "a duplicate field"),
+    ];
+    KINDS
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+        .map_or_else(
+            || "not a value of the expected type".to_owned(),
+            |(_, kind)| (*kind).to_owned(),
+        )
+}
+
 /// serde_json turns non-finite floats into `null` silently; with arbitrary precision a number
 /// is kept as its text, so a `NaN` or `inf` that slipped through a custom serializer shows up
 /// here. Either way, refuse it by name.
@@ -691,6 +728,34 @@ mod tests {
     use super::*;
     use serde::Deserialize;
     use serde_json::json;
+
+    /// The kind of a decoding failure names a missing field but never repeats a value the
+    /// decoder's message quotes.
+    #[test]
+    fn failure_kind_names_the_kind_and_no_value() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Owner {
+            n: u64,
+            owner: String,
+        }
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        enum Msg {
+            Pay(u64),
+        }
+        let owner =
+            |v: Value| failure_kind(&decode::<_, Owner>(&JsonCodec, "state", &v).unwrap_err());
+        assert_eq!(owner(json!({"n": 31337})), "missing field `owner`");
+        assert_eq!(
+            owner(json!({"n": "s3cret", "owner": "x"})),
+            "a value of another type"
+        );
+        let msg = failure_kind(
+            &decode::<_, Msg>(&JsonCodec, "m", &json!({"Refund": 31337})).unwrap_err(),
+        );
+        assert_eq!(msg, "an unknown variant");
+    }
 
     #[test]
     fn canonical_sorts_keys_at_every_level() {

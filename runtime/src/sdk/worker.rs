@@ -99,12 +99,13 @@ impl<W: Workflow> Runnable for Registered<W> {
         task: TurnTask,
     ) -> BoxFuture<'_, Result<Finished, TurnError>> {
         Box::pin(async move {
-            let state: W::State =
-                codec::decode(&W::Codec::default(), "state", &task.state).map_err(permanent)?;
+            let mut ctx = Turn::<W>::new(shared, task.turn.steps);
+            // Saved data this code cannot read suspends the turn, like a replay mismatch.
+            let state: W::State = codec::decode(&W::Codec::default(), "state", &task.state)
+                .map_err(|e| ctx.unreadable("the state", None, &e))?;
             let message: W::Message =
                 codec::decode(&W::Codec::default(), "message", &task.turn.message)
-                    .map_err(permanent)?;
-            let mut ctx = Turn::<W>::new(shared, task.turn.steps);
+                    .map_err(|e| ctx.unreadable("the message", None, &e))?;
             let done = self.workflow.run(&mut ctx, state, message).await?;
             ctx.check_replayed()?;
             let (state, _) =

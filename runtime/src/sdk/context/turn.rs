@@ -130,6 +130,42 @@ impl<W: Workflow> Turn<W> {
         TurnError::Permanent(WorkflowError::new(message))
     }
 
+    /// Saved data this code cannot decode (`part`: the state, the message, a step's output, a
+    /// signal), met at the call `found` (`None`: before the handler ran): recorded as the
+    /// attempt's mismatch, so that the turn is suspended like at a replay mismatch (or fails for
+    /// good under `on_mismatch = "fail"`), and answered as the error of the call. The report
+    /// names the part, the kind of failure and, for a missing field, the field; never the
+    /// decoder's own message, which can quote a value.
+    pub(crate) fn unreadable(
+        &self,
+        part: &str,
+        found: Option<Saved>,
+        e: &codec::CodecError,
+    ) -> TurnError {
+        let position = match found {
+            Some(_) => self.position.saturating_sub(1),
+            None => 0,
+        };
+        let message = self.located(
+            position,
+            format_args!(
+                "{part} cannot be read by this code ({}); keep old values readable (e.g. \
+                 `#[serde(default)]` on a new field, keep a removed variant) or publish the change \
+                 under a new version",
+                codec::failure_kind(e)
+            ),
+        );
+        self.shared.record_mismatch(MismatchReport {
+            version: self.shared.version.clone(),
+            position: u32::try_from(position).unwrap_or(u32::MAX),
+            saved: self.saved.iter().map(saved_entry).collect(),
+            found,
+            at: None,
+            message: message.clone(),
+        });
+        TurnError::Permanent(WorkflowError::new(message))
+    }
+
     /// The refusal of a durable call made after the attempt met a replay mismatch.
     fn after_mismatch(&self, report: &MismatchReport) -> TurnError {
         TurnError::Permanent(WorkflowError::new(format!(
@@ -250,8 +286,10 @@ impl<W: Workflow> Turn<W> {
     {
         let what = format!("step `{key}`");
         if let Some(old) = self.next(&key, CheckpointKind::Step, None, None)? {
-            return codec::decode(&W::Codec::default(), &what, &old.output)
-                .map_err(|e| TurnError::Permanent(e.into()));
+            return codec::decode(&W::Codec::default(), &what, &old.output).map_err(|e| {
+                let found = found_entry(CheckpointKind::Step, &key, None);
+                self.unreadable(&format!("the output of step `{key}`"), Some(found), &e)
+            });
         }
         let position = (self.position - 1) as u32;
         let timeout_ms = options.timeout.as_millis() as u64;
@@ -390,8 +428,10 @@ impl<W: Workflow> Turn<W> {
         let key = key.into();
         let what = format!("transactional step `{key}`");
         if let Some(old) = self.next(&key, CheckpointKind::Step, None, None)? {
-            return codec::decode(&W::Codec::default(), &what, &old.output)
-                .map_err(|e| TurnError::Permanent(e.into()));
+            return codec::decode(&W::Codec::default(), &what, &old.output).map_err(|e| {
+                let found = found_entry(CheckpointKind::Step, &key, None);
+                self.unreadable(&format!("the output of step `{key}`"), Some(found), &e)
+            });
         }
         let position = (self.position - 1) as u32;
         let Some(transactions) = self.shared.backend.step_transactions() else {
@@ -606,14 +646,19 @@ impl<W: Workflow> Turn<W> {
     {
         let key = key.into();
         let what = format!("signal wait `{key}`");
-        let output = self.signal_wait(key, S::NAME, timeout, &what).await?;
+        let output = self
+            .signal_wait(key.clone(), S::NAME, timeout, &what)
+            .await?;
         if output.get("received") != Some(&Value::Bool(true)) {
             return Ok(None);
         }
         let value = output.get("value").cloned().unwrap_or(Value::Null);
         codec::decode(&W::Codec::default(), &what, &value)
             .map(Some)
-            .map_err(|e| TurnError::Permanent(e.into()))
+            .map_err(|e| {
+                let found = found_entry(CheckpointKind::Signal, &key, Some(S::NAME));
+                self.unreadable(&format!("signal `{}`", S::NAME), Some(found), &e)
+            })
     }
 
     /// A signal wait at the next position, replayed or made: the saved output,

@@ -8,6 +8,7 @@
 //! (`cargo test -p turnwise --test it compat_fixtures -- --nocapture`).
 
 mod fixtures;
+mod runs;
 
 use turnwise::manifest::compat::{compare, Class, Comparison};
 use turnwise::manifest::Manifest;
