@@ -6,8 +6,8 @@
 //!
 //! This is the payload-bearing companion of the replay manifests' structural check
 //! (`turnwise compat`): it runs the real handler over real saved values, so it also finds a
-//! saved output the new code cannot decode, or a branch the new code takes differently on the
-//! saved values. Nothing runs past the saved steps: the replay stops at the first durable call
+//! saved value the new code cannot decode (reported as a divergence, as a live turn is
+//! suspended for it), or a branch the new code takes differently on the saved values. Nothing runs past the saved steps: the replay stops at the first durable call
 //! the turn has not saved, before that call does anything.
 //!
 //! ```
@@ -78,11 +78,10 @@ pub enum Replayed {
         /// replay stopped at the first call the turn had not saved.
         finished: bool,
     },
-    /// The code diverged from the saved steps: the report a live mismatch suspends the turn
-    /// with.
+    /// The code diverged from the saved steps, or cannot decode a saved value: the report a
+    /// live turn is suspended with.
     Diverged(MismatchReport),
-    /// The handler failed on the saved values without diverging (an error it returned, or a
-    /// saved value it cannot decode).
+    /// The handler returned an error on the saved values.
     Failed(String),
 }
 
