@@ -146,24 +146,16 @@ impl<W: Workflow> Turn<W> {
             Some(_) => self.position.saturating_sub(1),
             None => 0,
         };
-        let message = self.located(
+        self.mismatched(
             position,
+            found,
             format_args!(
                 "{part} cannot be read by this code ({}); keep old values readable (e.g. \
                  `#[serde(default)]` on a new field, keep a removed variant) or publish the change \
                  under a new version",
                 codec::failure_kind(e)
             ),
-        );
-        self.shared.record_mismatch(MismatchReport {
-            version: self.shared.version.clone(),
-            position: u32::try_from(position).unwrap_or(u32::MAX),
-            saved: self.saved.iter().map(saved_entry).collect(),
-            found,
-            at: None,
-            message: message.clone(),
-        });
-        TurnError::Permanent(WorkflowError::new(message))
+        )
     }
 
     /// The refusal of a durable call made after the attempt met a replay mismatch.
