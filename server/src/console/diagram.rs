@@ -30,7 +30,10 @@ impl Marks {
     fn of(&self, call: &Call) -> Option<&'static str> {
         let at_divergence = self.at.as_deref().is_some_and(|at| at == call.at)
             || self.found.as_ref().is_some_and(|f| call_matches(call, f))
-            || self.diverged.as_ref().is_some_and(|d| call_matches(call, d));
+            || self
+                .diverged
+                .as_ref()
+                .is_some_and(|d| call_matches(call, d));
         if at_divergence {
             Some("diverged")
         } else if self.replayed.iter().any(|s| call_matches(call, s)) {
@@ -102,7 +105,11 @@ fn patch(p: &Patch, marks: &Marks, depth: usize) -> Markup {
 
 fn call(c: &Call, marks: &Marks) -> Markup {
     let mark = marks.of(c);
-    let class = format!("d-call k-{}{}", c.kind, mark.map_or(String::new(), |m| format!(" {m}")));
+    let class = format!(
+        "d-call k-{}{}",
+        c.kind,
+        mark.map_or(String::new(), |m| format!(" {m}"))
+    );
     html! {
         div class=(class) data-key=(c.key) data-kind=(c.kind.as_str()) data-mark=[mark] {
             span.d-kind { (c.kind.as_str()) }

@@ -82,7 +82,12 @@ pub(super) async fn versions_page(
             ),
         ));
     }
+    let registered = |to: &str| rows.iter().any(|r| r.version == to && r.doc.is_some());
     let report = match &ask.to {
+        Some(to) if !registered(to) => Some(Err(format!(
+            "version `{to}` of `{}` is not registered: a worker registers a version when it starts",
+            ask.workflow_type
+        ))),
         Some(to) => Some(
             engine(&state)
                 .compat_live(LiveCompatQuery {
@@ -300,10 +305,16 @@ pub(super) async fn upgrade(
         pairs.push(("upgraded".into(), line));
     }
     for u in answer.unchanged.iter().take(RESULTS_MAX) {
-        pairs.push(("unchanged".into(), format!("{u}: already on {}", answer.to_version)));
+        pairs.push((
+            "unchanged".into(),
+            format!("{u}: already on {}", answer.to_version),
+        ));
     }
     for r in answer.refused.iter().take(RESULTS_MAX) {
-        let line = format!("{}: {} ({})", r.workflow_id, r.reason.message, r.reason.code);
+        let line = format!(
+            "{}: {} ({})",
+            r.workflow_id, r.reason.message, r.reason.code
+        );
         pairs.push(("refused".into(), line));
     }
     let q: String = form_urlencoded::Serializer::new(String::new())
