@@ -691,3 +691,113 @@ async fn a_person_restarts_and_forks_suspended_turns_in_the_browser() {
     c.close().await.unwrap();
     server.shutdown.trigger();
 }
+
+/// A person opens the Versions page of `order` (v0, v1 and v2 registered, three instances on
+/// v1, one asleep mid-turn and one whose saved steps v2 does not replay), sees each version's
+/// diagram, runs the live report against v2, clicks **Upgrade**, and sees the movable
+/// instances on v2 and the pinned one left with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_checks_and_upgrades_versions_in_the_browser() {
+    let Some(path) = chromedriver() else {
+        turnwise::testing::skip_test(
+            "a_person_checks_and_upgrades_versions_in_the_browser",
+            "no chromedriver on the PATH; install Debian's chromium and chromium-driver, as \
+             .ci/run does",
+        );
+        return;
+    };
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.clone();
+    let http = Http::connect(base.clone(), None).unwrap();
+    turnwise_conformance::versions::register(&http).await;
+    crate::console_versions::order_on_v1(&http, "idle", None).await;
+    crate::console_versions::order_on_v1(&http, "asleep", Some(false)).await;
+    crate::console_versions::order_on_v1(&http, "gift", Some(true)).await;
+
+    let driver = start_driver(path).await;
+    let c = browser(&driver).await;
+    c.goto(&format!("{base}/console")).await.unwrap();
+    c.find(Locator::Css("a.versions"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let v1 = text_of(&c, "#version-v1").await.expect("the v1 section");
+    assert!(
+        v1.contains("3 instances on it")
+            && v1.contains("reserve")
+            && v1.contains("src/order.rs:14"),
+        "{v1}"
+    );
+    assert!(c
+        .find(Locator::Css("#version-v1 .d-alt .d-call[data-key=wrap]"))
+        .await
+        .is_ok());
+    shot(&c, "versions").await;
+
+    c.find(Locator::Css("select[name=to]"))
+        .await
+        .unwrap()
+        .select_by_value("v2")
+        .await
+        .unwrap();
+    c.find(Locator::Css("button[data-action=check]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until(&c, "the live report", false, || async {
+        c.find(Locator::Css("#compat-report[data-to=v2]"))
+            .await
+            .is_ok()
+    })
+    .await;
+    let counts = text_of(&c, "#verdict-counts").await.unwrap();
+    assert!(
+        counts.contains("upgradable 1") && counts.contains("pinned 1"),
+        "{counts}"
+    );
+    let gift = text_of(&c, "tr[data-id=gift]").await.unwrap();
+    assert!(
+        gift.contains("pinned") && gift.contains("prefix_rejected"),
+        "{gift}"
+    );
+    c.find(Locator::Css("#compat")).await.unwrap();
+    shot(&c, "versions-report").await;
+
+    c.find(Locator::Css("button[data-action=upgrade-all]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.accept_alert().await.unwrap();
+    until(&c, "the upgrade's answer", false, || async {
+        c.find(Locator::Css("#upgrade-results")).await.is_ok()
+    })
+    .await;
+    let results = text_of(&c, "#upgrade-results").await.unwrap();
+    assert!(
+        results.contains("2 upgraded, 0 unchanged, 1 refused."),
+        "{results}"
+    );
+    let v2 = text_of(&c, "#version-v2").await.unwrap();
+    assert!(v2.contains("2 instances on it"), "{v2}");
+    shot(&c, "versions-upgraded").await;
+    c.find(Locator::Css("#version-v2 a.count"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let list = c.source().await.unwrap();
+    assert!(
+        list.contains("asleep") && list.contains("idle") && !list.contains(">gift<"),
+        "{list}"
+    );
+
+    c.close().await.unwrap();
+    server.shutdown.trigger();
+}
