@@ -204,7 +204,7 @@ fn compat_report(frame: &Frame, c: &LiveCompat) -> Markup {
     let movable = c.counts.total() - c.counts.pinned;
     html! {
         div.report id="compat-report" data-to=(c.to_version) {
-            p { (c.checked) " instances checked, " (c.on_target) " already on " code { (c.to_version) } "." }
+            p { (c.checked) " checked, " (c.on_target) " already on " code { (c.to_version) } "." }
             ul.verdicts id="verdict-counts" {
                 @for v in Verdict::ALL {
                     li data-verdict=(v.as_str()) { span class=(format!("verdict v-{v}")) { (v.as_str()) } " " strong { (c.counts.of(v)) } }
