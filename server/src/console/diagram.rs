@@ -27,17 +27,21 @@ pub(crate) struct Marks {
 }
 
 impl Marks {
-    fn of(&self, call: &Call) -> Option<&'static str> {
-        let at_divergence = self.at.as_deref().is_some_and(|at| at == call.at)
-            || self.found.as_ref().is_some_and(|f| call_matches(call, f))
-            || self
-                .diverged
-                .as_ref()
-                .is_some_and(|d| call_matches(call, d));
-        if at_divergence {
-            Some("diverged")
+    /// The mark of `call` and its words: `diverged` (the call the code made instead, or the
+    /// saved step it did not make there), `replayed`, or none.
+    fn of(&self, call: &Call) -> Option<(&'static str, &'static str)> {
+        let found = self.at.as_deref().is_some_and(|at| at == call.at)
+            || self.found.as_ref().is_some_and(|f| call_matches(call, f));
+        if found {
+            Some(("diverged", "diverged here: the code called this instead"))
+        } else if self
+            .diverged
+            .as_ref()
+            .is_some_and(|d| call_matches(call, d))
+        {
+            Some(("diverged", "diverged here: saved, not made"))
         } else if self.replayed.iter().any(|s| call_matches(call, s)) {
-            Some("replayed")
+            Some(("replayed", "replayed"))
         } else {
             None
         }
@@ -108,20 +112,16 @@ fn call(c: &Call, marks: &Marks) -> Markup {
     let class = format!(
         "d-call k-{}{}",
         c.kind,
-        mark.map_or(String::new(), |m| format!(" {m}"))
+        mark.map_or(String::new(), |(m, _)| format!(" {m}"))
     );
     html! {
-        div class=(class) data-key=(c.key) data-kind=(c.kind.as_str()) data-mark=[mark] {
+        div class=(class) data-key=(c.key) data-kind=(c.kind.as_str()) data-mark=[mark.map(|(m, _)| m)] {
             span.d-kind { (c.kind.as_str()) }
             " " code.d-key { (c.key) }
             @if let Some(s) = &c.signal { " " span.d-signal { "signal " code { (s) } } }
             @if !c.call.is_empty() { " " span.d-method { "ctx." (c.call) } }
             @if !c.at.is_empty() { " " span.d-at { (c.at) } }
-            @match mark {
-                Some("replayed") => { " " span.d-flag { "replayed" } },
-                Some(_) => { " " span.d-flag { "diverged here" } },
-                None => {},
-            }
+            @if let Some((_, words)) = mark { " " span.d-flag { (words) } }
         }
     }
 }

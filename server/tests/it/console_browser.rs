@@ -621,6 +621,19 @@ async fn a_person_restarts_and_forks_suspended_turns_in_the_browser() {
         .find(Locator::Css("#live[data-status=suspended]"))
         .await
         .is_ok());
+    let diagram = text_of(&c, "#mismatch-diagram")
+        .await
+        .expect("the version's diagram");
+    assert!(
+        diagram.contains("weigh") && diagram.contains("replayed"),
+        "{diagram}"
+    );
+    assert!(c
+        .find(Locator::Css(
+            "#mismatch-diagram .d-call.diverged[data-key=print-label]"
+        ))
+        .await
+        .is_ok());
     shot(&c, "suspended").await;
 
     c.find(Locator::Css("button[data-action=restart-last_accepted]"))

@@ -335,6 +335,7 @@ async fn a_suspended_turn_shows_its_versions_diagram_with_the_divergence_marked(
         r#"class="d-call k-step" data-key="wrap""#,
         r#"class="d-call k-step" data-key="charge""#,
         r#"href="/console/versions?type=order""#,
+        "diverged here: the code called this instead",
     ] {
         assert!(page.contains(needle), "`{needle}` in the page: {page}");
     }
