@@ -1,7 +1,9 @@
 //! The console in a real headless Chromium (through chromedriver): a person creates an
 //! instance, fills a generated message form (an enum, a nested object, an array), sees a bad
 //! field refused before sending, watches the turn's Running line move, answers the waiting
-//! turn's signal form, pauses and resumes. Screenshots go to `target/console-screenshots/`.
+//! turn's signal form, pauses and resumes; restarts and forks suspended turns (the report
+//! beside its version's diagram); checks a workflow's versions against v2 and upgrades them.
+//! Screenshots go to `target/console-screenshots/`.
 //!
 //! Without `chromedriver` on the PATH the test is reported as not run
 //! (`turnwise::testing::skip_test`), except under CI, where it fails (`.ci/run` installs
