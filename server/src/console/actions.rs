@@ -74,13 +74,13 @@ fn origin(form: &forms::FormData) -> MessageOrigin {
 }
 
 /// Read a form's body after the CSRF check.
-fn read_form(headers: &HeaderMap, body: &[u8]) -> Result<forms::FormData, Fail> {
+pub(super) fn read_form(headers: &HeaderMap, body: &[u8]) -> Result<forms::FormData, Fail> {
     let form = forms::FormData::parse(body);
     auth::check_csrf(headers, &form)?;
     Ok(form)
 }
 
-fn required<'a>(form: &'a forms::FormData, name: &str) -> Result<&'a str, Fail> {
+pub(super) fn required<'a>(form: &'a forms::FormData, name: &str) -> Result<&'a str, Fail> {
     form.get(name).filter(|v| !v.is_empty()).ok_or_else(|| {
         Fail::new(
             StatusCode::BAD_REQUEST,
@@ -335,7 +335,7 @@ fn choice<T: serde::de::DeserializeOwned>(
 }
 
 /// Who the console's operator actions say asked, on the instance's events.
-const BY: &str = "console";
+pub(super) const BY: &str = "console";
 
 /// Restart a suspended turn, from its last accepted step or from scratch.
 pub(super) async fn restart(

@@ -10,13 +10,16 @@
 //!
 //! `routes` is the route table (behind the guard of `auth`) with the assets; `views` holds the
 //! pages' handlers (read through the engine, then render), `actions` the forms' handlers, and
-//! `pages` the templates they render with; `forms` generates a form from a schema.
+//! `pages` the templates they render with; `forms` generates a form from a schema; `versions`
+//! is the Versions page and the upgrade action, and `diagram` draws a version's manifest.
 
 mod actions;
 mod auth;
+mod diagram;
 pub mod forms;
 mod pages;
 mod routes;
+mod versions;
 mod views;
 
 use axum::http::header::LOCATION;

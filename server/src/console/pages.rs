@@ -5,6 +5,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
 use turnwise::protocol::*;
 
+use super::diagram::{diagram, Marks};
 use super::forms::{self, Errors, Field};
 use super::views::{InstanceFilter, InstanceView, TypeRow, NO_WORKER_AFTER};
 use super::{Frame, CSS, JS};
@@ -51,7 +52,7 @@ impl Pending {
     }
 }
 
-fn layout(frame: Option<&Frame>, title: &str, body: Markup) -> Markup {
+pub(super) fn layout(frame: Option<&Frame>, title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -86,7 +87,7 @@ fn layout(frame: Option<&Frame>, title: &str, body: Markup) -> Markup {
     }
 }
 
-fn csrf_field(frame: &Frame) -> Markup {
+pub(super) fn csrf_field(frame: &Frame) -> Markup {
     html! { input type="hidden" name=(super::auth::CSRF_FIELD) value=(frame.csrf); }
 }
 
@@ -172,11 +173,11 @@ pub(crate) fn json_block(v: &Value) -> Markup {
     html! { pre.json { (serde_json::to_string_pretty(v).unwrap_or_default()) } }
 }
 
-fn status_badge(s: &str) -> Markup {
+pub(super) fn status_badge(s: &str) -> Markup {
     html! { span class=(format!("status s-{s}")) data-status=(s) { (s) } }
 }
 
-fn url(path: &str, pairs: &[(&str, &str)]) -> String {
+pub(super) fn url(path: &str, pairs: &[(&str, &str)]) -> String {
     let q: String = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs.iter().filter(|(_, v)| !v.is_empty()))
         .finish();
@@ -187,7 +188,7 @@ fn url(path: &str, pairs: &[(&str, &str)]) -> String {
     }
 }
 
-fn instance_link(id: &str) -> String {
+pub(super) fn instance_link(id: &str) -> String {
     url("/console/instance", &[("id", id)])
 }
 
@@ -240,6 +241,7 @@ pub(crate) fn workflows(
                                     }
                                 }
                                 a.button href=(url("/console/new", &[("type", &r.workflow_type), ("version", &r.version)])) { "New instance" }
+                                " " a.versions href=(url("/console/versions", &[("type", &r.workflow_type)])) { "Versions" }
                             }
                         }
                     }
@@ -443,11 +445,12 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
         &format!("Instance {id}"),
         html! {
             p.meta { code { (inst.workflow_type) } " " code { (inst.version) } " · created " (when(inst.created_at_ms, now))
-                " · " a href=(url("/console/schemas", &[])) { "schemas" } }
+                " · " a href=(url("/console/schemas", &[])) { "schemas" }
+                " · " a href=(url("/console/versions", &[("type", &inst.workflow_type)])) { "versions" } }
             section id="live-section" data-live=(url(super::LIVE, &[("id", id)])) {
                 (live(inst, now))
             }
-            (instance_suspension(frame, inst))
+            (instance_suspension(frame, inst, v.schema.as_ref()))
             (instance_actions(frame, inst, now))
             (instance_signals(frame, v, pending))
             (instance_message(frame, v, pending))
@@ -466,7 +469,11 @@ pub(crate) fn instance(frame: &Frame, v: &InstanceView, pending: &Pending) -> Ma
 /// A head turn suspended by a replay mismatch: its report (the version, the saved steps and
 /// where the code left them, what it called instead, where) and the ways out: restart from
 /// the last accepted step or from scratch, fork (cancel is among the actions).
-fn instance_suspension(frame: &Frame, inst: &WorkflowInstance) -> Markup {
+fn instance_suspension(
+    frame: &Frame,
+    inst: &WorkflowInstance,
+    schema: Option<&SchemaDocument>,
+) -> Markup {
     let Some(t) = inst
         .current_turn
         .as_deref()
@@ -480,6 +487,8 @@ fn instance_suspension(frame: &Frame, inst: &WorkflowInstance) -> Markup {
     html! {
         section.suspension id="suspension" {
             h2 { "Turn " (t.number) " is suspended by a replay mismatch" }
+            div.beside {
+            div.beside-report {
             @if let Some(r) = report {
                 p.warning id="mismatch-message" { (r.message) }
                 dl.report {
@@ -509,6 +518,9 @@ fn instance_suspension(frame: &Frame, inst: &WorkflowInstance) -> Markup {
             } @else if let Some(e) = &t.error {
                 p.warning { (e) }
             }
+            }
+            (suspension_diagram(report, schema))
+            }
             div.ways-out {
                 @for (from, label, confirm) in [
                     ("last_accepted", "Restart from last accepted step", "Run the turn again on this version, keeping the steps saved before the divergence?"),
@@ -529,6 +541,32 @@ fn instance_suspension(frame: &Frame, inst: &WorkflowInstance) -> Markup {
                     button type="submit" data-action="fork" { "Fork" }
                 }
             }
+        }
+    }
+}
+
+/// The diagram of the suspended turn's version beside its report, the saved prefix marked
+/// replayed and the call at the divergence marked.
+fn suspension_diagram(report: Option<&MismatchReport>, schema: Option<&SchemaDocument>) -> Markup {
+    let manifest = schema
+        .and_then(|s| s.manifest.as_ref())
+        .filter(|m| report.is_none_or(|r| r.version == m.version));
+    let Some(m) = manifest else {
+        return html! { div.beside-diagram { p.muted { "No replay manifest is registered for this version: there is no diagram." } } };
+    };
+    let marks = report.map_or_else(Marks::default, |r| {
+        let position = r.position as usize;
+        Marks {
+            replayed: r.saved.iter().take(position).cloned().collect(),
+            diverged: r.saved.get(position).cloned(),
+            found: r.found.clone(),
+            at: r.at.clone(),
+        }
+    });
+    html! {
+        div.beside-diagram id="mismatch-diagram" {
+            h3 { "The calls of " code { (m.version) } " " a href=(url("/console/versions", &[("type", &m.name)])) { "(versions)" } }
+            (diagram(&m.grammar, &marks))
         }
     }
 }

@@ -8,6 +8,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use super::actions::{control, create, delete, fork, login, logout, message, restart, signal};
+use super::versions::{upgrade, versions_page};
 use super::views::{
     instance_live, instance_page, instances_page, login_page, new_page, payload, run_page,
     schema_download, schemas_page, workflows_page,
@@ -27,6 +28,8 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/console/instance/payload", get(payload))
         .route("/console/new", get(new_page))
         .route("/console/schemas", get(schemas_page))
+        .route("/console/versions", get(versions_page))
+        .route("/console/upgrade", post(upgrade))
         .route("/console/schemas/download", get(schema_download))
         .route(LOGIN, get(login_page).post(login))
         .route("/console/logout", post(logout))

@@ -48,7 +48,7 @@ const SCAN_MAX: usize = 10_000;
 /// A ready message older than this with no turn running: the **No worker** warning.
 pub(crate) const NO_WORKER_AFTER: Duration = Duration::from_secs(120);
 
-async fn scan(
+pub(super) async fn scan(
     engine: &Engine,
     mut keep: impl FnMut(WorkflowInstance) -> bool,
 ) -> Result<bool, Fail> {

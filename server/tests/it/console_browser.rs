@@ -1,7 +1,9 @@
 //! The console in a real headless Chromium (through chromedriver): a person creates an
 //! instance, fills a generated message form (an enum, a nested object, an array), sees a bad
 //! field refused before sending, watches the turn's Running line move, answers the waiting
-//! turn's signal form, pauses and resumes. Screenshots go to `target/console-screenshots/`.
+//! turn's signal form, pauses and resumes; restarts and forks suspended turns (the report
+//! beside its version's diagram); checks a workflow's versions against v2 and upgrades them.
+//! Screenshots go to `target/console-screenshots/`.
 //!
 //! Without `chromedriver` on the PATH the test is reported as not run
 //! (`turnwise::testing::skip_test`), except under CI, where it fails (`.ci/run` installs
@@ -621,6 +623,19 @@ async fn a_person_restarts_and_forks_suspended_turns_in_the_browser() {
         .find(Locator::Css("#live[data-status=suspended]"))
         .await
         .is_ok());
+    let diagram = text_of(&c, "#mismatch-diagram")
+        .await
+        .expect("the version's diagram");
+    assert!(
+        diagram.contains("weigh") && diagram.contains("replayed"),
+        "{diagram}"
+    );
+    assert!(c
+        .find(Locator::Css(
+            "#mismatch-diagram .d-call.diverged[data-key=print-label]"
+        ))
+        .await
+        .is_ok());
     shot(&c, "suspended").await;
 
     c.find(Locator::Css("button[data-action=restart-last_accepted]"))
@@ -687,6 +702,116 @@ async fn a_person_restarts_and_forks_suspended_turns_in_the_browser() {
         .await
         .ok();
     assert_eq!(original["status"], "suspended", "the original stays");
+
+    c.close().await.unwrap();
+    server.shutdown.trigger();
+}
+
+/// A person opens the Versions page of `order` (v0, v1 and v2 registered, three instances on
+/// v1, one asleep mid-turn and one whose saved steps v2 does not replay), sees each version's
+/// diagram, runs the live report against v2, clicks **Upgrade**, and sees the movable
+/// instances on v2 and the pinned one left with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_checks_and_upgrades_versions_in_the_browser() {
+    let Some(path) = chromedriver() else {
+        turnwise::testing::skip_test(
+            "a_person_checks_and_upgrades_versions_in_the_browser",
+            "no chromedriver on the PATH; install Debian's chromium and chromium-driver, as \
+             .ci/run does",
+        );
+        return;
+    };
+    let server = common::start(turnwise::Engine::in_memory(), None).await;
+    let base = server.api.base.clone();
+    let http = Http::connect(base.clone(), None).unwrap();
+    turnwise_conformance::versions::register(&http).await;
+    crate::console_versions::order_on_v1(&http, "idle", None).await;
+    crate::console_versions::order_on_v1(&http, "asleep", Some(false)).await;
+    crate::console_versions::order_on_v1(&http, "gift", Some(true)).await;
+
+    let driver = start_driver(path).await;
+    let c = browser(&driver).await;
+    c.goto(&format!("{base}/console")).await.unwrap();
+    c.find(Locator::Css("a.versions"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let v1 = text_of(&c, "#version-v1").await.expect("the v1 section");
+    assert!(
+        v1.contains("3 instances on it")
+            && v1.contains("reserve")
+            && v1.contains("src/order.rs:14"),
+        "{v1}"
+    );
+    assert!(c
+        .find(Locator::Css("#version-v1 .d-alt .d-call[data-key=wrap]"))
+        .await
+        .is_ok());
+    shot(&c, "versions").await;
+
+    c.find(Locator::Css("select[name=to]"))
+        .await
+        .unwrap()
+        .select_by_value("v2")
+        .await
+        .unwrap();
+    c.find(Locator::Css("button[data-action=check]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    until(&c, "the live report", false, || async {
+        c.find(Locator::Css("#compat-report[data-to=v2]"))
+            .await
+            .is_ok()
+    })
+    .await;
+    let counts = text_of(&c, "#verdict-counts").await.unwrap();
+    assert!(
+        counts.contains("upgradable 1") && counts.contains("pinned 1"),
+        "{counts}"
+    );
+    let gift = text_of(&c, "tr[data-id=gift]").await.unwrap();
+    assert!(
+        gift.contains("pinned") && gift.contains("prefix_rejected"),
+        "{gift}"
+    );
+    c.find(Locator::Css("#compat")).await.unwrap();
+    shot(&c, "versions-report").await;
+
+    c.find(Locator::Css("button[data-action=upgrade-all]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    c.accept_alert().await.unwrap();
+    until(&c, "the upgrade's answer", false, || async {
+        c.find(Locator::Css("#upgrade-results")).await.is_ok()
+    })
+    .await;
+    let results = text_of(&c, "#upgrade-results").await.unwrap();
+    assert!(
+        results.contains("2 upgraded, 0 unchanged, 1 refused."),
+        "{results}"
+    );
+    let v2 = text_of(&c, "#version-v2").await.unwrap();
+    assert!(v2.contains("2 instances on it"), "{v2}");
+    shot(&c, "versions-upgraded").await;
+    c.find(Locator::Css("#version-v2 a.count"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let list = c.source().await.unwrap();
+    assert!(
+        list.contains("asleep") && list.contains("idle") && !list.contains(">gift<"),
+        "{list}"
+    );
 
     c.close().await.unwrap();
     server.shutdown.trigger();

@@ -13,6 +13,7 @@ mod config;
 mod console_auth;
 mod console_browser;
 mod console_pages;
+mod console_versions;
 mod health;
 mod http_await_turn;
 mod http_bad_input;
