@@ -29,6 +29,9 @@ struct Ask {
     upgraded: Vec<String>,
     unchanged: Vec<String>,
     refused: Vec<String>,
+    /// How many were upgraded, unchanged and refused (the lists carry at most
+    /// [`RESULTS_MAX`] each).
+    counts: [usize; 3],
     done: bool,
 }
 
@@ -43,6 +46,9 @@ impl Ask {
                 "upgraded" => ask.upgraded.push(v),
                 "unchanged" => ask.unchanged.push(v),
                 "refused" => ask.refused.push(v),
+                "n_upgraded" => ask.counts[0] = v.parse().unwrap_or(0),
+                "n_unchanged" => ask.counts[1] = v.parse().unwrap_or(0),
+                "n_refused" => ask.counts[2] = v.parse().unwrap_or(0),
                 "done" => ask.done = true,
                 _ => {}
             }
@@ -262,11 +268,16 @@ fn results(ask: &Ask) -> Markup {
     html! {
         section.results id="upgrade-results" role="status" {
             h2 { "Upgrade" }
-            p { (ask.upgraded.len()) " upgraded, " (ask.unchanged.len()) " unchanged, " (ask.refused.len()) " refused." }
+            @let [upgraded, unchanged, refused] = ask.counts;
+            p { (upgraded) " upgraded, " (unchanged) " unchanged, " (refused) " refused." }
             ul {
                 @for u in &ask.upgraded { li.upgraded { "upgraded " (u) } }
                 @for u in &ask.unchanged { li.unchanged { "unchanged " (u) } }
                 @for r in &ask.refused { li.refused { "refused " (r) } }
+            }
+            @let listed = ask.upgraded.len() + ask.unchanged.len() + ask.refused.len();
+            @if upgraded + unchanged + refused > listed {
+                p { "The first " (RESULTS_MAX) " of each are listed; the instance list has the rest." }
             }
         }
     }
@@ -296,6 +307,9 @@ pub(super) async fn upgrade(
         ("type".to_owned(), t),
         ("to".to_owned(), to),
         ("done".to_owned(), "1".to_owned()),
+        ("n_upgraded".to_owned(), answer.upgraded.len().to_string()),
+        ("n_unchanged".to_owned(), answer.unchanged.len().to_string()),
+        ("n_refused".to_owned(), answer.refused.len().to_string()),
     ];
     for u in answer.upgraded.iter().take(RESULTS_MAX) {
         let line = format!(
