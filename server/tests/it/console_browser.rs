@@ -728,6 +728,7 @@ async fn a_person_checks_and_upgrades_versions_in_the_browser() {
     crate::console_versions::order_on_v1(&http, "idle", None).await;
     crate::console_versions::order_on_v1(&http, "asleep", Some(false)).await;
     crate::console_versions::order_on_v1(&http, "gift", Some(true)).await;
+    crate::console_versions::order_suspended_on_v1(&http, "stuck").await;
 
     let driver = start_driver(path).await;
     let c = browser(&driver).await;
@@ -740,7 +741,7 @@ async fn a_person_checks_and_upgrades_versions_in_the_browser() {
         .unwrap();
     let v1 = text_of(&c, "#version-v1").await.expect("the v1 section");
     assert!(
-        v1.contains("3 instances on it")
+        v1.contains("4 instances on it")
             && v1.contains("reserve")
             && v1.contains("src/order.rs:14"),
         "{v1}"
@@ -771,9 +772,13 @@ async fn a_person_checks_and_upgrades_versions_in_the_browser() {
     .await;
     let counts = text_of(&c, "#verdict-counts").await.unwrap();
     assert!(
-        counts.contains("upgradable 1") && counts.contains("pinned 1"),
+        counts.contains("upgradable 1")
+            && counts.contains("pinned 1")
+            && counts.contains("resumable 1"),
         "{counts}"
     );
+    let stuck = text_of(&c, "tr[data-id=stuck]").await.unwrap();
+    assert!(stuck.contains("resumable"), "{stuck}");
     let gift = text_of(&c, "tr[data-id=gift]").await.unwrap();
     assert!(
         gift.contains("pinned") && gift.contains("prefix_rejected"),
@@ -795,11 +800,23 @@ async fn a_person_checks_and_upgrades_versions_in_the_browser() {
     .await;
     let results = text_of(&c, "#upgrade-results").await.unwrap();
     assert!(
-        results.contains("2 upgraded, 0 unchanged, 1 refused."),
+        results.contains("3 upgraded, 0 unchanged, 1 refused."),
         "{results}"
     );
+    // The suspended turn was resumed on v2: the upgrade of a suspended instance.
+    assert!(results.contains("stuck: v1 → v2 (resume"), "{results}");
+    let stuck = http.get_instance("stuck").await.unwrap();
+    assert_eq!(stuck.version, "v2");
+    assert_ne!(stuck.status, turnwise::protocol::InstanceStatus::Suspended);
+    assert_eq!(
+        stuck
+            .events
+            .last()
+            .map(|e| (e.action.as_str(), e.by.as_deref())),
+        Some(("resume", Some("console")))
+    );
     let v2 = text_of(&c, "#version-v2").await.unwrap();
-    assert!(v2.contains("2 instances on it"), "{v2}");
+    assert!(v2.contains("3 instances on it"), "{v2}");
     shot(&c, "versions-upgraded").await;
     c.find(Locator::Css("#version-v2 a.count"))
         .await
@@ -809,7 +826,10 @@ async fn a_person_checks_and_upgrades_versions_in_the_browser() {
         .unwrap();
     let list = c.source().await.unwrap();
     assert!(
-        list.contains("asleep") && list.contains("idle") && !list.contains(">gift<"),
+        list.contains("asleep")
+            && list.contains("idle")
+            && list.contains("stuck")
+            && !list.contains(">gift<"),
         "{list}"
     );
 

@@ -21,9 +21,70 @@ fn client() -> Client {
         .unwrap()
 }
 
-/// `id` on `order` v1 (the conformance suite's manifests), created; with a turn asleep after
-/// `reserve` (and `wrap`, which v2 does not make, when `gift`) when `asleep`.
+/// `id` on v1: idle (`asleep: None`), or with its first turn claimed and asleep at `settle`
+/// after saving `reserve` (and `wrap` when `Some(true)`).
 pub(crate) async fn order_on_v1(http: &Http, id: &str, asleep: Option<bool>) {
+    let Some(gift) = asleep else {
+        create_on_v1(http, id).await;
+        return;
+    };
+    let lease = claimed_on_v1(http, id).await;
+    let mut keys = vec![("reserve", CheckpointKind::Step)];
+    if gift {
+        keys.push(("wrap", CheckpointKind::Step));
+    }
+    keys.push(("settle", CheckpointKind::Sleep));
+    for (position, (key, kind)) in keys.into_iter().enumerate() {
+        let sleep = kind == CheckpointKind::Sleep;
+        http.checkpoint(CheckpointRequest {
+            lease: lease.clone(),
+            position: position as u32,
+            key: key.into(),
+            kind,
+            output: if sleep { Value::Null } else { json!(1) },
+            delay_ms: sleep.then_some(3_600_000),
+        })
+        .await
+        .unwrap();
+    }
+}
+
+/// `id` on v1 with its first turn suspended: it saved `reserve`, then its worker's code called
+/// step `audit` instead of what came next.
+pub(crate) async fn order_suspended_on_v1(http: &Http, id: &str) {
+    use turnwise::manifest::{grammar::Saved, CallKind};
+    let lease = claimed_on_v1(http, id).await;
+    http.checkpoint(CheckpointRequest {
+        lease: lease.clone(),
+        position: 0,
+        key: "reserve".into(),
+        kind: CheckpointKind::Step,
+        output: json!(1),
+        delay_ms: None,
+    })
+    .await
+    .unwrap();
+    http.fail(FailRequest {
+        lease,
+        error: "replay mismatch".into(),
+        non_retryable: false,
+        retry_at_ms: None,
+        usage: None,
+        results: None,
+        mismatch: Some(MismatchReport {
+            version: "v1".into(),
+            position: 1,
+            saved: vec![Saved::new(CallKind::Step, "reserve")],
+            found: Some(Saved::new(CallKind::Step, "audit")),
+            at: None,
+            message: "the code calls step `audit` at position 1".into(),
+        }),
+    })
+    .await
+    .unwrap();
+}
+
+async fn create_on_v1(http: &Http, id: &str) {
     http.create_instance(CreateInstanceRequest {
         id: id.into(),
         workflow_type: "order".into(),
@@ -35,7 +96,11 @@ pub(crate) async fn order_on_v1(http: &Http, id: &str, asleep: Option<bool>) {
     })
     .await
     .unwrap();
-    let Some(gift) = asleep else { return };
+}
+
+/// `id` created on v1 with a message, and its turn claimed: the lease.
+async fn claimed_on_v1(http: &Http, id: &str) -> Lease {
+    create_on_v1(http, id).await;
     http.send_message(MessageRequest {
         workflow_id: id.into(),
         id: "m-1".into(),
@@ -55,28 +120,10 @@ pub(crate) async fn order_on_v1(http: &Http, id: &str, asleep: Option<bool>) {
         .unwrap()
         .task
         .expect("the turn is ready");
-    let lease = Lease {
+    Lease {
         workflow_id: id.into(),
         turn: task.turn.number,
         token: task.token.clone(),
-    };
-    let mut keys = vec![("reserve", CheckpointKind::Step)];
-    if gift {
-        keys.push(("wrap", CheckpointKind::Step));
-    }
-    keys.push(("settle", CheckpointKind::Sleep));
-    for (position, (key, kind)) in keys.into_iter().enumerate() {
-        let sleep = kind == CheckpointKind::Sleep;
-        http.checkpoint(CheckpointRequest {
-            lease: lease.clone(),
-            position: position as u32,
-            key: key.into(),
-            kind,
-            output: if sleep { Value::Null } else { json!(1) },
-            delay_ms: sleep.then_some(3_600_000),
-        })
-        .await
-        .unwrap();
     }
 }
 
