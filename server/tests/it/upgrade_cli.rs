@@ -173,6 +173,9 @@ async fn compat_and_upgrade_commands() {
         ),
         "{text}"
     );
+    // `--live` says the same explicitly.
+    let live = ["compat", "--live", "--workflow", "order", "--to", "v2"];
+    assert_eq!(turnwise(base, TOKEN, &live).await.text(2), text);
     assert!(text.contains("(prefix_rejected)"), "{text}");
 
     // --json: the API's answer, for tools; the same exit code.

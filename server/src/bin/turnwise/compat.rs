@@ -29,8 +29,8 @@ With --workflow NAME --to VERSION (the live check of a server's instances):
   2  some are pinned (the table says why)
   other codes as the client commands (3 not found, 5 authentication, 6 unreachable, ...)";
 
-/// `turnwise compat --baseline DIR|REV [--dir DIR] [--json]`, or `turnwise compat --url URL
-/// --workflow NAME --to VERSION [--json]`.
+/// `turnwise compat --baseline DIR|REV [--dir DIR] [--json]`, or `turnwise compat [--live]
+/// --url URL --workflow NAME --to VERSION [--json]`.
 #[derive(clap::Args)]
 #[command(after_help = EXIT_CODES)]
 pub struct CompatArgs {
@@ -43,6 +43,10 @@ pub struct CompatArgs {
         conflicts_with = "workflow"
     )]
     baseline: Option<String>,
+    /// The live check of the server's instances (`--url`), as `--workflow` and `--to` ask for
+    /// it anyway; say it to be explicit.
+    #[arg(long, requires = "workflow", conflicts_with = "baseline")]
+    live: bool,
     /// The live check: the workflow type whose instances on the server (`--url`) to check.
     #[arg(long, value_name = "NAME", requires = "to")]
     workflow: Option<String>,
