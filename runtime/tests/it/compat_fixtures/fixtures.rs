@@ -33,6 +33,20 @@ pub fn fail_once(id: &str) {
     FAIL_ONCE.lock().unwrap().insert(id.to_owned());
 }
 
+/// Instances whose next `base` turn fails once after saving `b`, before it completes: a turn
+/// in flight that saved every step.
+static FAIL_AFTER_B: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+/// Make instance `id`'s next `base` turn fail once (retryably) after it saved `b`.
+pub fn fail_after_b(id: &str) {
+    FAIL_AFTER_B.lock().unwrap().insert(id.to_owned());
+}
+
+/// Whether this turn of `id` fails after `b` ([`fail_after_b`]).
+fn take_fail_after_b(id: &str) -> bool {
+    FAIL_AFTER_B.lock().unwrap().remove(id)
+}
+
 /// The effect ids of the steps instance `id` ran, in order.
 pub fn runs(id: &str) -> Vec<String> {
     RAN.lock()
@@ -66,6 +80,9 @@ pub mod base {
         let a = ctx.step("a", move |c| ran(c, m)).await?;
         ctx.sleep("nap", HOUR).await?;
         let b = ctx.step("b", one).await?;
+        if take_fail_after_b(ctx.workflow_id()) {
+            return Err(TurnError::retry("the turn fails once after saving `b`"));
+        }
         Ok(Done::new(S { n: s.n + a + b }).reply(a))
     }
 }

@@ -441,6 +441,83 @@ async fn a_change_after_the_saved_steps_finishes_a_turn_asleep_before_it() {
     .await;
 }
 
+/// The same changes meet a turn that saved every step, `b` included, and failed before it
+/// completed: it no longer replays, so it is suspended (not failed, not retried), with the
+/// line of the call the new code made instead; the suggested fix finishes it with `b` run once.
+#[tokio::test]
+async fn a_change_after_the_saved_steps_suspends_a_turn_that_saved_them() {
+    for (name, new) in [("r-remove", Changed::Remove), ("r-kind", Changed::Kind)] {
+        let env = TestEnv::new().register(base::f);
+        let h = env.start(&base::f, name).await.unwrap();
+        fixtures::fail_after_b(name);
+        h.send(AMOUNT, "m1").await.unwrap();
+        env.run_until_idle().await.unwrap();
+        env.advance(HOUR).await.unwrap();
+        let t = turn(&h, 1).await;
+        let keys: Vec<&str> = t.steps.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(keys, ["a", "nap", "b"], "{name}: {t:?}");
+        assert_eq!(t.status, TurnStatus::Queued, "{name}: retrying");
+        h.send(AMOUNT, "m2").await.unwrap();
+        let worker = match new {
+            Changed::Remove => deploy(&env, remove_last::f),
+            Changed::Kind => deploy(&env, kind_change::f),
+        };
+        for _ in 0..3 {
+            env.clock().advance(DAY);
+            worker.run_until_idle().await.unwrap();
+        }
+        let t = turn(&h, 1).await;
+        assert_eq!(t.status, TurnStatus::Suspended, "{name}: {t:?}");
+        // Attempt 1 failed after `b`; attempt 2 met the change and suspended; none since.
+        assert_eq!(t.attempt, 2, "{name}: no attempt counted while suspended");
+        assert_eq!(turn(&h, 2).await.status, TurnStatus::Queued, "{name}");
+        let report = t.mismatch.expect("a suspended turn carries its report");
+        assert_eq!(report.position, 2, "{name}: {report:?}");
+        if let Changed::Kind = new {
+            let at = report.at.unwrap_or_default();
+            assert!(
+                at.starts_with("runtime/tests/it/compat_fixtures/fixtures.rs:"),
+                "{at}"
+            );
+        }
+        // The fix deployed instead, and the suspended turn resumed on it (an upgrade to the
+        // instance's own version, checked against the fix's manifest): it keeps every saved
+        // step, `b` included.
+        let fixed = match new {
+            Changed::Remove => resume_on(&env, &h, remove_last_fixed::f).await,
+            Changed::Kind => resume_on(&env, &h, kind_change_fixed::f).await,
+        };
+        for _ in 0..6 {
+            env.clock().advance(HOUR);
+            fixed.run_until_idle().await.unwrap();
+        }
+        assert_eq!(turn(&h, 1).await.status, TurnStatus::Completed, "{name}");
+        assert_eq!(turn(&h, 2).await.status, TurnStatus::Completed, "{name}");
+        // Turn 1 replayed its saved `b`, never ran it again: no effect id ran twice.
+        ran_once(name);
+        let events = h.instance().await.unwrap().events;
+        assert_eq!(
+            events.last().map(|e| e.action.as_str()),
+            Some("resume"),
+            "{name}"
+        );
+    }
+}
+
+/// Deploy `fix` (its manifest registered) and resume `h`'s suspended turn on it.
+async fn resume_on<F: Workflow + Copy>(env: &TestEnv, h: &Handle<base::f>, fix: F) -> Worker {
+    let worker = deploy(env, fix);
+    worker.register_schemas().await.unwrap();
+    h.upgrade(&fix).await.unwrap();
+    worker
+}
+
+#[derive(Clone, Copy)]
+enum Changed {
+    Remove,
+    Kind,
+}
+
 /// Assert `text` shows no payload value.
 fn no_secret(what: &str, text: &str) {
     assert!(
